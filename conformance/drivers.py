@@ -1,0 +1,264 @@
+"""Host drivers: start a host on a data dir and expose its protocol byte streams.
+
+The subprocess driver runs any host command line. The in-process driver runs a Python
+host's published ``serve(argv, stdin, stdout, stderr) -> int`` on a thread, speaking the
+same bytes over OS pipes; it is faster and lets CI exercise the same suite twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import BinaryIO, Protocol, TextIO, cast
+
+ServeFn = Callable[[Sequence[str], BinaryIO, BinaryIO, TextIO], int]
+
+HOST_ENTRY_POINT_GROUP = "pi_conformance.hosts"
+DEFAULT_HOST_CMD = (sys.executable, "-m", "reference_host")
+STOP_TIMEOUT = 15.0
+_STDERR_LIMIT = 256 * 1024
+
+
+class RunningHost(Protocol):
+    """A started host: its protocol streams, its logs, and how to stop it."""
+
+    @property
+    def to_host(self) -> BinaryIO:
+        """The host's stdin."""
+        ...
+
+    @property
+    def from_host(self) -> BinaryIO:
+        """The host's stdout."""
+        ...
+
+    def stderr_text(self) -> str:
+        """What the host wrote to stderr so far (the tail, when it was long)."""
+        ...
+
+    def stop(self) -> int | None:
+        """Close stdin and wait for a clean exit; return the exit status."""
+        ...
+
+    def crash(self) -> None:
+        """Stop the host abruptly, with no chance to clean up."""
+        ...
+
+    @property
+    def supports_crash(self) -> bool:
+        """Whether :meth:`crash` is a real abrupt stop for this driver."""
+        ...
+
+
+class HostDriver(Protocol):
+    """Starts hosts; one driver serves a whole test session."""
+
+    name: str
+
+    def start(self, data_dir: Path, extra_env: dict[str, str] | None = None) -> RunningHost:
+        """Start a host with ``--data-dir data_dir --conformance``."""
+        ...
+
+
+class _TailBuffer(io.TextIOBase):
+    """A thread-safe text sink keeping the last part of what was written."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._parts: list[str] = []
+        self._size = 0
+
+    def write(self, text: str) -> int:
+        with self._lock:
+            self._parts.append(text)
+            self._size += len(text)
+            while self._size > _STDERR_LIMIT and len(self._parts) > 1:
+                self._size -= len(self._parts.pop(0))
+        return len(text)
+
+    def writable(self) -> bool:
+        return True
+
+    def text(self) -> str:
+        with self._lock:
+            return "".join(self._parts)
+
+
+class SubprocessHost:
+    """A host running as a child process."""
+
+    supports_crash = True
+
+    def __init__(self, command: Sequence[str], data_dir: Path, env: dict[str, str]) -> None:
+        self._stderr = _TailBuffer()
+        self.process = subprocess.Popen(
+            [*command, "--data-dir", str(data_dir), "--conformance"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+        )
+        assert self.process.stderr is not None
+        self._drain = threading.Thread(
+            target=self._pump_stderr, args=(self.process.stderr,), daemon=True
+        )
+        self._drain.start()
+
+    def _pump_stderr(self, stream: BinaryIO) -> None:
+        for line in iter(stream.readline, b""):
+            self._stderr.write(line.decode("utf-8", "replace"))
+
+    @property
+    def to_host(self) -> BinaryIO:
+        assert self.process.stdin is not None
+        return cast(BinaryIO, self.process.stdin)
+
+    @property
+    def from_host(self) -> BinaryIO:
+        assert self.process.stdout is not None
+        return cast(BinaryIO, self.process.stdout)
+
+    def stderr_text(self) -> str:
+        return self._stderr.text()
+
+    def stop(self) -> int | None:
+        with contextlib.suppress(OSError, ValueError):
+            self.to_host.close()
+        try:
+            return self.process.wait(STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.process.terminate()
+            try:
+                self.process.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            return None
+        finally:
+            self._reap_group()
+
+    def crash(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+        self._reap_group()
+
+    def _reap_group(self) -> None:
+        # Children the host left behind (shell commands) must not outlive the scenario.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self._drain.join(timeout=STOP_TIMEOUT)
+        for stream in (self.process.stdout, self.process.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+
+
+@dataclass
+class SubprocessDriver:
+    """Runs ``command --data-dir DIR --conformance`` for each host."""
+
+    command: Sequence[str] = DEFAULT_HOST_CMD
+    name: str = "subprocess"
+
+    @classmethod
+    def from_command_line(cls, command_line: str) -> SubprocessDriver:
+        """Build from a shell-style command line such as ``"my-host --verbose"``."""
+        return cls(tuple(shlex.split(command_line)))
+
+    def start(self, data_dir: Path, extra_env: dict[str, str] | None = None) -> RunningHost:
+        env = {**os.environ, **(extra_env or {})}
+        return SubprocessHost(self.command, data_dir, env)
+
+
+class InProcessHost:
+    """A Python host's ``serve`` running on a thread of this process."""
+
+    supports_crash = False
+
+    def __init__(self, serve: ServeFn, data_dir: Path) -> None:
+        self._stderr = _TailBuffer()
+        host_in, self._to_host_fd = os.pipe()
+        self._from_host_fd, host_out = os.pipe()
+        self._to_host = os.fdopen(self._to_host_fd, "wb", buffering=0)
+        self._from_host = os.fdopen(self._from_host_fd, "rb", buffering=0)
+        self.returncode: int | None = None
+        argv = ["--data-dir", str(data_dir), "--conformance"]
+
+        def run() -> None:
+            with os.fdopen(host_in, "rb") as stdin, os.fdopen(host_out, "wb") as stdout:
+                try:
+                    self.returncode = serve(argv, stdin, stdout, cast(TextIO, self._stderr))
+                except BaseException as exc:  # reported as the host's failure, not ours
+                    self._stderr.write(f"serve() raised {exc!r}\n")
+                    self.returncode = -1
+
+        self._thread = threading.Thread(target=run, name="in-process-host", daemon=True)
+        self._thread.start()
+
+    @property
+    def to_host(self) -> BinaryIO:
+        return self._to_host
+
+    @property
+    def from_host(self) -> BinaryIO:
+        return self._from_host
+
+    def stderr_text(self) -> str:
+        return self._stderr.text()
+
+    def stop(self) -> int | None:
+        with contextlib.suppress(OSError):
+            self._to_host.close()
+        self._thread.join(STOP_TIMEOUT)
+        if self._thread.is_alive():
+            return None
+        return self.returncode
+
+    def crash(self) -> None:
+        raise NotImplementedByDriverError("the in-process driver cannot stop a host abruptly")
+
+
+class NotImplementedByDriverError(RuntimeError):
+    """The scenario needs something this driver cannot express."""
+
+
+@dataclass
+class InProcessDriver:
+    """Runs a Python host's published ``serve`` function in this process."""
+
+    serve: ServeFn
+    name: str = "inprocess"
+
+    @classmethod
+    def load(cls, name: str) -> InProcessDriver:
+        """Load ``serve`` from an entry point name or a ``module:function`` path."""
+        if ":" in name:
+            module_name, _, attribute = name.partition(":")
+            serve = getattr(importlib.import_module(module_name), attribute)
+        else:
+            matches = entry_points(group=HOST_ENTRY_POINT_GROUP, name=name)
+            if not matches:
+                raise LookupError(
+                    f"no host named {name!r} in entry point group {HOST_ENTRY_POINT_GROUP}"
+                )
+            serve = next(iter(matches)).load()
+        if not callable(serve):
+            raise TypeError(f"{name!r} does not name a callable serve function")
+        return cls(serve)
+
+    def start(self, data_dir: Path, extra_env: dict[str, str] | None = None) -> RunningHost:
+        if extra_env:
+            raise NotImplementedByDriverError("the in-process driver cannot set host env vars")
+        return InProcessHost(self.serve, data_dir)

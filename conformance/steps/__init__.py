@@ -1,0 +1,1 @@
+"""pytest-bdd step definitions, loaded as pytest plugins by ``conformance.plugin``."""

@@ -1,0 +1,1 @@
+"""The packaged conformance suite: binds every feature to pytest-bdd scenarios."""

@@ -1,0 +1,107 @@
+"""Process entry: wires stdio, storage, clock and handlers, then serves until EOF.
+
+``serve`` is the published in-process signature: the harness's in-process driver calls it
+on a thread with in-memory pipes, exactly as ``python -m reference_host`` calls it with the
+real stdio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, BinaryIO, TextIO
+
+from reference_host.clock import Clock, ManualClock, SystemClock, wall_time_ms
+from reference_host.errors import HostError
+from reference_host.framing import DEFAULT_MAX_FRAME_BYTES, Frame, read_frames
+from reference_host.host import Host, HostOptions
+from reference_host.rpc import Dispatcher, encode
+from reference_host.storage import Storage
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_STORAGE = 3
+
+
+def _parse(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="reference_host", description=__doc__)
+    parser.add_argument("--data-dir", required=True, type=Path, help="folder of host.db")
+    parser.add_argument(
+        "--conformance", action="store_true", help="serve conformance/* controls (test only)"
+    )
+    parser.add_argument(
+        "--max-frame-bytes", type=int, default=DEFAULT_MAX_FRAME_BYTES, help=argparse.SUPPRESS
+    )
+    parser.add_argument("--log-level", default="INFO", help="stderr log level")
+    return parser.parse_args(list(argv))
+
+
+def serve(argv: Sequence[str], stdin: BinaryIO, stdout: BinaryIO, stderr: TextIO) -> int:
+    """Run one host on the given streams until stdin ends; return the exit status."""
+    try:
+        args = _parse(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0) if isinstance(exc.code, int) else EXIT_USAGE
+    handler = logging.StreamHandler(stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("reference_host")
+    logger.addHandler(handler)
+    logger.setLevel(args.log_level.upper())
+    try:
+        return asyncio.run(_serve(args, stdin, stdout))
+    finally:
+        logger.removeHandler(handler)
+
+
+async def _serve(args: argparse.Namespace, stdin: BinaryIO, stdout: BinaryIO) -> int:
+    log = logging.getLogger("reference_host")
+    try:
+        storage = await Storage.open(args.data_dir)
+    except HostError as error:
+        log.error("%s: %s", error.code, error.message)
+        return EXIT_STORAGE
+    clock: Clock = ManualClock(wall_time_ms()) if args.conformance else SystemClock()
+    loop = asyncio.get_running_loop()
+    frames: asyncio.Queue[Frame | None] = asyncio.Queue()  # None marks end of input
+
+    def send(message: dict[str, Any]) -> None:
+        try:
+            stdout.write(encode(message) + b"\n")
+            stdout.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            frames.put_nowait(None)
+
+    options = HostOptions(conformance=args.conformance, max_frame_bytes=args.max_frame_bytes)
+    dispatcher = Dispatcher(send)
+    host = Host(storage, clock, options, dispatcher.notify)
+    dispatcher.register(host.handlers())
+    host.on_initialized = lambda: setattr(dispatcher, "initialized", True)
+
+    def pump() -> None:
+        try:
+            for frame in read_frames(stdin, args.max_frame_bytes):
+                loop.call_soon_threadsafe(frames.put_nowait, frame)
+        except (OSError, ValueError):
+            pass  # the stream was closed under us: treat as end of input
+        with contextlib.suppress(RuntimeError):  # the loop may already be closed
+            loop.call_soon_threadsafe(frames.put_nowait, None)
+
+    threading.Thread(target=pump, name="stdin-reader", daemon=True).start()
+    if threading.current_thread() is threading.main_thread():
+        loop.add_signal_handler(signal.SIGTERM, frames.put_nowait, None)
+    log.info("serving protocol v9 (conformance=%s)", args.conformance)
+    try:
+        while (frame := await frames.get()) is not None:
+            await dispatcher.handle(frame)
+    finally:
+        await host.close()
+        clock.close()
+        await storage.close()
+    log.info("stopped")
+    return EXIT_OK

@@ -1,0 +1,220 @@
+"""The host's SQLite database (storage schema v10), through aiosqlite.
+
+One file, ``<data-dir>/host.db``, in WAL mode with ``synchronous = FULL``. An empty data
+directory gets the published v10 DDL; a v10 file is opened as it is; anything else is
+refused before the host serves a request.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from pi_contract import STORAGE_SCHEMA_VERSION, schemas_dir
+from reference_host.errors import HostError
+from reference_host.state import Mode, PermissionMode
+
+DB_FILE = "host.db"
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    """A persisted session."""
+
+    id: str
+    workspace_root: str | None
+    mode: Mode
+    permission_mode: PermissionMode
+    provider_base_url: str | None
+    model: str | None
+    shell_id: str | None
+    created_at: int
+    updated_at: int
+
+
+_SESSION_COLUMNS = (
+    "id, workspace_root, mode, permission_mode, provider_base_url, model, shell_id, "
+    "created_at, updated_at"
+)
+
+
+def _session(row: aiosqlite.Row) -> SessionRow:
+    return SessionRow(*row)
+
+
+def v10_ddl() -> str:
+    """The published storage v10 DDL."""
+    return (schemas_dir() / "storage" / "v10.sql").read_text(encoding="utf-8")
+
+
+class Storage:
+    """Typed access to the host database. Every write is its own transaction."""
+
+    def __init__(self, conn: aiosqlite.Connection) -> None:
+        self._conn = conn
+
+    @classmethod
+    async def open(cls, data_dir: Path) -> Storage:
+        """Open (creating if needed) the database in ``data_dir``."""
+        data_dir.mkdir(parents=True, exist_ok=True)
+        conn = await aiosqlite.connect(data_dir / DB_FILE, isolation_level=None)
+        try:
+            await conn.execute("PRAGMA journal_mode = WAL")
+            await conn.execute("PRAGMA synchronous = FULL")
+            await conn.execute("PRAGMA foreign_keys = ON")
+            await conn.execute("PRAGMA busy_timeout = 5000")
+            storage = cls(conn)
+            await storage._prepare_schema()
+        except BaseException:
+            await conn.close()
+            raise
+        return storage
+
+    async def close(self) -> None:
+        """Close the connection."""
+        await self._conn.close()
+
+    async def _prepare_schema(self) -> None:
+        version = await self.user_version()
+        if version == STORAGE_SCHEMA_VERSION:
+            return
+        async with self._conn.execute("SELECT count(*) FROM sqlite_schema") as cursor:
+            row = await cursor.fetchone()
+        if version == 0 and row is not None and row[0] == 0:
+            async with self.transaction():
+                for statement in _statements(v10_ddl()):
+                    await self._conn.execute(statement)
+            return
+        raise HostError(
+            "STORAGE_SCHEMA_UNSUPPORTED",
+            f"database schema version {version} cannot be opened by this host "
+            f"(it opens {STORAGE_SCHEMA_VERSION} and creates it in an empty data directory)",
+            {"userVersion": version},
+        )
+
+    async def user_version(self) -> int:
+        """``PRAGMA user_version`` of the database."""
+        async with self._conn.execute("PRAGMA user_version") as cursor:
+            row = await cursor.fetchone()
+        return int(row[0]) if row is not None else 0
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception."""
+        await self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._conn
+        except BaseException:
+            await self._conn.execute("ROLLBACK")
+            raise
+        await self._conn.execute("COMMIT")
+
+    # -- sessions -----------------------------------------------------------------------
+
+    async def insert_session(self, session: SessionRow) -> None:
+        """Persist a new session."""
+        async with self.transaction() as conn:
+            await conn.execute(
+                f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    session.id,
+                    session.workspace_root,
+                    session.mode,
+                    session.permission_mode,
+                    session.provider_base_url,
+                    session.model,
+                    session.shell_id,
+                    session.created_at,
+                    session.updated_at,
+                ),
+            )
+
+    async def get_session(self, session_id: str) -> SessionRow | None:
+        """One session, or None."""
+        async with self._conn.execute(
+            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,)
+        ) as cursor:
+            row = await cursor.fetchone()
+        return _session(row) if row is not None else None
+
+    async def list_sessions(self) -> list[SessionRow]:
+        """All sessions, oldest first."""
+        async with self._conn.execute(
+            f"SELECT {_SESSION_COLUMNS} FROM sessions ORDER BY created_at, id"
+        ) as cursor:
+            rows = await cursor.fetchall()
+        return [_session(row) for row in rows]
+
+    async def update_session(self, session: SessionRow) -> None:
+        """Write back a session's configurable fields."""
+        async with self.transaction() as conn:
+            await self.write_session(conn, session)
+
+    @staticmethod
+    async def write_session(conn: aiosqlite.Connection, session: SessionRow) -> None:
+        """Update a session inside a transaction the caller owns."""
+        await conn.execute(
+            "UPDATE sessions SET mode = ?, permission_mode = ?, provider_base_url = ?, "
+            "model = ?, shell_id = ?, updated_at = ? WHERE id = ?",
+            (
+                session.mode,
+                session.permission_mode,
+                session.provider_base_url,
+                session.model,
+                session.shell_id,
+                session.updated_at,
+                session.id,
+            ),
+        )
+
+    # -- settings -----------------------------------------------------------------------
+
+    async def get_setting(self, key: str) -> str | None:
+        """A persisted setting, or None."""
+        async with self._conn.execute("SELECT value FROM settings WHERE key = ?", (key,)) as cur:
+            row = await cur.fetchone()
+        return str(row[0]) if row is not None else None
+
+    async def set_setting(self, key: str, value: str) -> None:
+        """Persist a setting."""
+        async with self.transaction() as conn:
+            await conn.execute(
+                "INSERT INTO settings (key, value) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+    # -- transcript ---------------------------------------------------------------------
+
+    async def append_transcript(
+        self, session_id: str, turn_id: str | None, role: str, content: dict[str, Any], at: int
+    ) -> None:
+        """Append one provider-format message to a session's transcript."""
+        async with self.transaction() as conn:
+            await conn.execute(
+                "INSERT INTO transcript (session_id, turn_id, role, content, created_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (session_id, turn_id, role, json.dumps(content, ensure_ascii=False), at),
+            )
+
+    async def transcript(self, session_id: str) -> list[tuple[int, str | None, str, Any, int]]:
+        """(seq, turn id, role, content, created_at) of each entry, in order."""
+        async with self._conn.execute(
+            "SELECT id, turn_id, role, content, created_at FROM transcript "
+            "WHERE session_id = ? ORDER BY id",
+            (session_id,),
+        ) as cursor:
+            rows = await cursor.fetchall()
+        return [(r[0], r[1], r[2], json.loads(r[3]), r[4]) for r in rows]
+
+
+def _statements(script: str) -> list[str]:
+    """Split a DDL script into statements (the published DDL has no ';' inside literals)."""
+    lines = [line for line in script.splitlines() if not line.lstrip().startswith("--")]
+    return [part.strip() for part in "\n".join(lines).split(";") if part.strip()]
