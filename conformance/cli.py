@@ -90,7 +90,9 @@ def print_summary(summary: dict[str, Any]) -> None:
         print(f"\n{section}")
         for requirement in requirements:
             mark = _STATUS_MARK[requirement["status"]]
-            extra = f"  [pending: {requirement['pending_area']}]" if requirement["pending_area"] else ""
+            extra = (
+                f"  [pending: {requirement['pending_area']}]" if requirement["pending_area"] else ""
+            )
             print(f"  {mark}  {requirement['id']:<6} {requirement['text']}{extra}")
     counts = summary["counts"]
     print(
@@ -128,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
 
 def list_requirements() -> int:
     """Print the catalog."""
-    from conformance.requirements import catalog  # noqa: PLC0415 - only this command needs it
+    from conformance.requirements import catalog
 
     for requirement in catalog().values():
         print(f"{requirement.id:<6} {requirement.section:<13} {requirement.text}")

@@ -27,6 +27,8 @@ from conformance.world import World
 _WORLD_KEY = pytest.StashKey[World]()
 _COLLECTOR_KEY = pytest.StashKey[ResultCollector]()
 
+SCHEMA_REQUIREMENT = "R7.14"
+
 STEP_MODULES = (
     "conformance.steps.common",
     "conformance.steps.sessions",
@@ -207,7 +209,9 @@ def pytest_bdd_after_scenario(request: pytest.FixtureRequest, feature: Any, scen
     violations = state.violations()
     if violations:
         details = "\n".join(v.describe() for v in violations)
-        raise AssertionError(f"{len(violations)} message(s) broke the protocol v9 schema:\n{details}")
+        raise AssertionError(
+            f"{len(violations)} message(s) broke the protocol v9 schema:\n{details}"
+        )
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -223,6 +227,7 @@ def pytest_runtest_makereport(
     report.sections.append(("host stderr", state.stderr() or "(empty)"))
     violations = state.violations()
     if violations:
-        report.sections.append(
-            ("protocol violations", "\n".join(v.describe() for v in violations))
-        )
+        report.sections.append(("protocol violations", "\n".join(v.describe() for v in violations)))
+        if any(v.direction == "host-to-client" for v in violations):
+            # Whatever the scenario checks, a malformed host message also breaks R7.14.
+            report.user_properties.append(("requirement", SCHEMA_REQUIREMENT))

@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 
 from conformance.requirements import catalog, sort_key, tagged_ids
-from conformance.summary_model import Counts, RequirementResult, ScenarioResult, Summary
+from conformance.summary_model import (
+    Counts,
+    RequirementResult,
+    RequirementStatus,
+    ScenarioOutcome,
+    ScenarioResult,
+    Summary,
+)
 
 
 @dataclass(frozen=True)
@@ -53,7 +60,9 @@ class ResultCollector:
             previous = self.results.get(report.nodeid)
             if previous is not None and previous.outcome == "failed":
                 return
-            outcome = "failed" if report.failed else "skipped" if report.skipped else "passed"
+            outcome: ScenarioOutcome = (
+                "failed" if report.failed else "skipped" if report.skipped else "passed"
+            )
             message = None
             if report.failed:
                 message = report.longreprtext.strip().splitlines()[-1][:500] or "failed"
@@ -101,6 +110,7 @@ def build_summary(
     requirements: list[RequirementResult] = []
     for requirement in sorted(catalog().values(), key=lambda r: sort_key(r.id)):
         ran = [s for s in by_requirement.get(requirement.id, []) if s.outcome != "skipped"]
+        status: RequirementStatus
         if any(s.outcome in ("failed", "expected-failure") for s in ran):
             status = "failed"
         elif ran:

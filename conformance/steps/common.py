@@ -136,4 +136,3 @@ def list_with_extra(world: World) -> None:
 def keeps_serving(world: World) -> None:
     result = world.rpc.request("session/list", {})
     assert isinstance(result.get("sessions"), list)
-

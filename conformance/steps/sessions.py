@@ -58,7 +58,9 @@ def create_session_unknown_mode(world: World, mode: str) -> None:
         "method": "session/create",
         "params": {"workspaceRoot": str(world.workspace), "mode": mode},
     }
-    world.outcome = Outcome.from_response("session/create", world.rpc.call_message(message, check=False))
+    world.outcome = Outcome.from_response(
+        "session/create", world.rpc.call_message(message, check=False)
+    )
 
 
 @when("the user tries to create a session for a relative workspace path")
@@ -92,7 +94,10 @@ def set_permission_mode(world: World, mode: str) -> None:
 def select_model(world: World, model: str) -> None:
     world.attempt(
         "session/configure",
-        {"sessionId": session_id(world), "provider": {"baseUrl": world.provider.base_url, "model": model}},
+        {
+            "sessionId": session_id(world),
+            "provider": {"baseUrl": world.provider.base_url, "model": model},
+        },
     )
 
 
