@@ -160,6 +160,7 @@ class MockProvider:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._script: collections.deque[ScriptedReply] = collections.deque()
+        self._fallback: ScriptedReply | None = None
         self._records: list[RecordedRequest] = []
         self._in_flight = 0
         self._call_counter = 0
@@ -240,6 +241,12 @@ class MockProvider:
         with self._cond:
             self._script.extend(replies)
 
+    def set_fallback(self, reply: ScriptedReply | None) -> None:
+        """Answer with ``reply`` when the script is empty (the request is still recorded
+        as unscripted); None restores the HTTP 500 answer."""
+        with self._cond:
+            self._fallback = reply
+
     def pending_replies(self) -> int:
         """Number of scripted replies not yet consumed."""
         with self._cond:
@@ -252,9 +259,10 @@ class MockProvider:
             loop.call_soon_threadsafe(self._resolve_stalls, True)
 
     def reset(self) -> None:
-        """Clear the script and the recorded requests."""
+        """Clear the script, the fallback and the recorded requests."""
         with self._cond:
             self._script.clear()
+            self._fallback = None
             self._records.clear()
             self._cond.notify_all()
 
@@ -382,6 +390,8 @@ class MockProvider:
             self._cond.notify_all()
         if problem is not None:
             return _error_response(400, problem, code="invalid_request")
+        if reply is None and self._fallback is not None:
+            reply = self._fallback
         if reply is None:
             return _error_response(
                 500,

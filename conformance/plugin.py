@@ -32,6 +32,8 @@ SCHEMA_REQUIREMENT = "R7.14"
 STEP_MODULES = (
     "conformance.steps.common",
     "conformance.steps.sessions",
+    "conformance.steps.model",
+    "conformance.steps.plan",
 )
 
 

@@ -8,13 +8,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import httpx
+
 from pi_contract import PROTOCOL_VERSION
 from reference_host import shells
+from reference_host.approvals import Approvals, approval_wire
 from reference_host.clock import Clock, ManualClock
+from reference_host.commands import DEFAULT_TIMEOUT_MS
 from reference_host.errors import HostError
+from reference_host.permissions import PermissionBroker
 from reference_host.rpc import Handler
-from reference_host.state import Activity, ensure_idle_for
+from reference_host.state import Activity, ensure_can_cancel, ensure_idle_for
 from reference_host.storage import SessionRow, Storage
+from reference_host.turns import TurnRunner
 from reference_host.workspace import validate_root
 
 log = logging.getLogger(__name__)
@@ -37,6 +43,7 @@ class HostOptions:
 
     conformance: bool = False
     max_frame_bytes: int = 8 * 1024 * 1024
+    command_timeout_ms: int = DEFAULT_TIMEOUT_MS
 
 
 @dataclass
@@ -67,9 +74,46 @@ class Host:
         self.activity: dict[str, Activity] = {}
         self.initialized = False
         self.on_initialized: Callable[[], None] = lambda: None
+        self.http = httpx.AsyncClient(trust_env=False)
+        self.permissions = PermissionBroker(self._notify_proxy)
+        self.approvals = Approvals(self)
+        self.turns = TurnRunner(self)
+
+    def _notify_proxy(self, method: str, params: dict[str, Any]) -> None:
+        self.notify(method, params)
+
+    @staticmethod
+    def new_id(prefix: str) -> str:
+        """A fresh opaque identifier."""
+        return new_id(prefix)
 
     async def close(self) -> None:
         """Stop background work before the process exits."""
+        await self.turns.shutdown()
+        await self.http.aclose()
+
+    # -- activity -----------------------------------------------------------------------
+
+    def activity_of(self, session_id: str) -> Activity:
+        """What the session is busy with."""
+        return self.activity.get(session_id, Activity())
+
+    def set_activity(self, session_id: str, **changes: str | None) -> None:
+        """Update what the session is busy with."""
+        self.activity[session_id] = replace(self.activity_of(session_id), **changes)
+
+    async def publish_session(self, session_id: str) -> dict[str, Any]:
+        """Send ``session/updated`` with the session as it is now, and return it."""
+        wire = self.session_wire(await self.require_session(session_id))
+        self.notify("session/updated", {"session": wire})
+        return wire
+
+    async def enter_plan_mode(self, session: SessionRow) -> None:
+        """The model's EnterPlanMode: the running turn continues as a Plan turn."""
+        await self.storage.update_session(
+            replace(session, mode="plan", updated_at=self.clock.now_ms())
+        )
+        await self.publish_session(session.id)
 
     def handlers(self) -> dict[str, Handler]:
         """Method name -> handler, including conformance controls only when enabled."""
@@ -80,6 +124,14 @@ class Host:
             "session/list": self.session_list,
             "session/configure": self.session_configure,
             "session/transcript": self.session_transcript,
+            "session/prompt": self.session_prompt,
+            "session/cancel": self.session_cancel,
+            "approval/get": self.approval_get,
+            "approval/list": self.approval_list,
+            "approval/approve": self.approval_approve,
+            "approval/reject": self.approval_reject,
+            "artifact/read": self.artifact_read,
+            "permission/respond": self.permission_respond,
             "shell/list": self.shell_list,
             "shell/setDefault": self.shell_set_default,
         }
@@ -122,7 +174,7 @@ class Host:
 
     def session_wire(self, row: SessionRow) -> dict[str, Any]:
         """The protocol ``Session`` object of a stored session."""
-        activity = self.activity.get(row.id, Activity())
+        activity = self.activity_of(row.id)
         provider = (
             {"baseUrl": row.provider_base_url, "model": row.model}
             if row.provider_base_url is not None and row.model is not None
@@ -183,7 +235,7 @@ class Host:
     async def session_configure(self, params: dict[str, Any]) -> dict[str, Any]:
         """Change a session's configuration; only while idle (§5)."""
         row = await self.require_session(params["sessionId"])
-        ensure_idle_for(self.activity.get(row.id, Activity()), "configuration change")
+        ensure_idle_for(self.activity_of(row.id), "configuration change")
         changes: dict[str, Any] = {}
         if "mode" in params:
             changes["mode"] = params["mode"]
@@ -201,6 +253,51 @@ class Host:
         wire = self.session_wire(updated)
         self.notify("session/updated", {"session": wire})
         return {"session": wire}
+
+    async def session_prompt(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Start a turn with the user's prompt (§5: only while idle)."""
+        row = await self.require_session(params["sessionId"])
+        ensure_idle_for(self.activity_of(row.id), "a new prompt")
+        if row.provider_base_url is None or row.model is None:
+            raise HostError("PROVIDER_NOT_CONFIGURED", "configure a model provider first")
+        turn_id = await self.turns.start(row, "prompt", params["text"])
+        return {"turnId": turn_id}
+
+    async def session_cancel(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Cancel the active turn, if any."""
+        row = await self.require_session(params["sessionId"])
+        ensure_can_cancel(self.activity_of(row.id))
+        return {"turnId": await self.turns.cancel(row.id)}
+
+    async def approval_get(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Read one approval; never moves its deadline (§3)."""
+        row = await self.approvals.require(params["sessionId"], params["approvalId"])
+        return {"approval": approval_wire(row)}
+
+    async def approval_list(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A session's approvals."""
+        row = await self.require_session(params["sessionId"])
+        return {"approvals": [approval_wire(a) for a in await self.storage.list_approvals(row.id)]}
+
+    async def approval_approve(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Approve with an explicit permission mode (§3, §4)."""
+        return await self.approvals.approve(
+            params["sessionId"], params["approvalId"], params["permissionMode"]
+        )
+
+    async def approval_reject(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Reject; terminal (§3)."""
+        return await self.approvals.reject(params["sessionId"], params["approvalId"])
+
+    async def artifact_read(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The artifact's exact bytes."""
+        row = await self.approvals.require(params["sessionId"], params["approvalId"])
+        return await self.approvals.read_artifact(row)
+
+    async def permission_respond(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Answer a permission request."""
+        self.permissions.respond(params["requestId"], params["decision"])
+        return {}
 
     async def session_transcript(self, params: dict[str, Any]) -> dict[str, Any]:
         """Read a session's persisted transcript."""

@@ -18,8 +18,15 @@ log = logging.getLogger(__name__)
 
 
 def encode(message: Mapping[str, Any]) -> bytes:
-    """One compact UTF-8 JSON line, newline excluded."""
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    """One compact UTF-8 JSON line, newline excluded.
+
+    Text holding a lone surrogate (echoed from a client) cannot be UTF-8; it is then
+    written with ASCII escapes, which is still valid JSON.
+    """
+    try:
+        return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(message, ensure_ascii=True, separators=(",", ":")).encode("ascii")
 
 
 def _error(request_id: Any, error: HostError) -> dict[str, Any]:
@@ -31,9 +38,17 @@ def _error(request_id: Any, error: HostError) -> dict[str, Any]:
 
 
 def _valid_id(value: Any) -> bool:
-    return (isinstance(value, int) and not isinstance(value, bool)) or (
-        isinstance(value, str) and value != ""
-    )
+    if isinstance(value, str):
+        return value != "" and value.isprintable() and _encodable(value)
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class Dispatcher:
@@ -74,6 +89,9 @@ class Dispatcher:
             message = json.loads(frame.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             self._send(_error(None, HostError("PARSE_ERROR", f"not valid UTF-8 JSON: {exc}")))
+            return
+        except RecursionError:
+            self._send(_error(None, HostError("PARSE_ERROR", "JSON nested too deeply")))
             return
         request_id = message.get("id") if isinstance(message, dict) else None
         problem = self._envelope_problem(message)

@@ -67,6 +67,8 @@ async def _serve(args: argparse.Namespace, stdin: BinaryIO, stdout: BinaryIO) ->
         log.error("%s: %s", error.code, error.message)
         return EXIT_STORAGE
     clock: Clock = ManualClock(wall_time_ms()) if args.conformance else SystemClock()
+    interrupted = await storage.recover(clock.now_ms())
+    log.info("recovery: interrupted %d approvals, %d executions, %d turns", *interrupted)
     loop = asyncio.get_running_loop()
     frames: asyncio.Queue[Frame | None] = asyncio.Queue()  # None marks end of input
 

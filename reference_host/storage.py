@@ -65,11 +65,13 @@ class Storage:
         data_dir.mkdir(parents=True, exist_ok=True)
         conn = await aiosqlite.connect(data_dir / DB_FILE, isolation_level=None)
         try:
+            await conn.execute("PRAGMA busy_timeout = 5000")
+            storage = cls(conn)
+            # Decide before changing anything: a refused file must stay byte-identical.
+            await storage._check_version()
             await conn.execute("PRAGMA journal_mode = WAL")
             await conn.execute("PRAGMA synchronous = FULL")
             await conn.execute("PRAGMA foreign_keys = ON")
-            await conn.execute("PRAGMA busy_timeout = 5000")
-            storage = cls(conn)
             await storage._prepare_schema()
         except BaseException:
             await conn.close()
@@ -80,16 +82,14 @@ class Storage:
         """Close the connection."""
         await self._conn.close()
 
-    async def _prepare_schema(self) -> None:
-        version = await self.user_version()
-        if version == STORAGE_SCHEMA_VERSION:
-            return
+    async def _is_empty(self) -> bool:
         async with self._conn.execute("SELECT count(*) FROM sqlite_schema") as cursor:
             row = await cursor.fetchone()
-        if version == 0 and row is not None and row[0] == 0:
-            async with self.transaction():
-                for statement in _statements(v10_ddl()):
-                    await self._conn.execute(statement)
+        return row is not None and row[0] == 0
+
+    async def _check_version(self) -> None:
+        version = await self.user_version()
+        if version == STORAGE_SCHEMA_VERSION or (version == 0 and await self._is_empty()):
             return
         raise HostError(
             "STORAGE_SCHEMA_UNSUPPORTED",
@@ -97,6 +97,13 @@ class Storage:
             f"(it opens {STORAGE_SCHEMA_VERSION} and creates it in an empty data directory)",
             {"userVersion": version},
         )
+
+    async def _prepare_schema(self) -> None:
+        if await self.user_version() == STORAGE_SCHEMA_VERSION:
+            return
+        async with self.transaction():
+            for statement in _statements(v10_ddl()):
+                await self._conn.execute(statement)
 
     async def user_version(self) -> int:
         """``PRAGMA user_version`` of the database."""
@@ -213,8 +220,149 @@ class Storage:
             rows = await cursor.fetchall()
         return [(r[0], r[1], r[2], json.loads(r[3]), r[4]) for r in rows]
 
+    # -- turns --------------------------------------------------------------------------
+
+    async def start_turn(self, turn_id: str, session_id: str, kind: str, at: int) -> None:
+        """Record a new active turn."""
+        async with self.transaction() as conn:
+            await conn.execute(
+                "INSERT INTO turns (id, session_id, kind, state, started_at) "
+                "VALUES (?, ?, ?, 'active', ?)",
+                (turn_id, session_id, kind, at),
+            )
+
+    async def end_turn(self, turn_id: str, state: str, at: int) -> None:
+        """Record how a turn ended."""
+        async with self.transaction() as conn:
+            await conn.execute(
+                "UPDATE turns SET state = ?, ended_at = ? WHERE id = ? AND state = 'active'",
+                (state, at, turn_id),
+            )
+
+    # -- plan approvals -----------------------------------------------------------------
+
+    async def insert_approval(self, row: ApprovalRow) -> None:
+        """Commit a new pending approval (only after its artifact is on disk, §2)."""
+        async with self.transaction() as conn:
+            await conn.execute(
+                f"INSERT INTO plan_approvals ({APPROVAL_COLUMNS}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                tuple(row.__dict__.values()),
+            )
+
+    async def get_approval(self, approval_id: str) -> ApprovalRow | None:
+        """One approval, or None."""
+        async with self._conn.execute(
+            f"SELECT {APPROVAL_COLUMNS} FROM plan_approvals WHERE id = ?", (approval_id,)
+        ) as cursor:
+            row = await cursor.fetchone()
+        return ApprovalRow(*row) if row is not None else None
+
+    async def list_approvals(self, session_id: str) -> list[ApprovalRow]:
+        """A session's approvals, oldest first."""
+        async with self._conn.execute(
+            f"SELECT {APPROVAL_COLUMNS} FROM plan_approvals WHERE session_id = ? "
+            "ORDER BY created_at, rowid",
+            (session_id,),
+        ) as cursor:
+            rows = await cursor.fetchall()
+        return [ApprovalRow(*row) for row in rows]
+
+    @staticmethod
+    async def write_approval(conn: aiosqlite.Connection, row: ApprovalRow) -> None:
+        """Write back an approval's mutable fields inside the caller's transaction."""
+        await conn.execute(
+            "UPDATE plan_approvals SET status = ?, status_code = ?, decided_at = ?, "
+            "permission_mode = ?, execution_id = ?, execution_state = ?, execution_turn_id = ? "
+            "WHERE id = ?",
+            (
+                row.status,
+                row.status_code,
+                row.decided_at,
+                row.permission_mode,
+                row.execution_id,
+                row.execution_state,
+                row.execution_turn_id,
+                row.id,
+            ),
+        )
+
+    async def update_approval(self, row: ApprovalRow) -> None:
+        """Write back an approval in its own transaction."""
+        async with self.transaction() as conn:
+            await self.write_approval(conn, row)
+
+    # -- command audit ------------------------------------------------------------------
+
+    async def record_command(self, values: dict[str, Any]) -> None:
+        """Insert or complete a command_audit row (keyed by ``id``)."""
+        columns = ", ".join(values)
+        placeholders = ", ".join("?" for _ in values)
+        updates = ", ".join(f"{c} = excluded.{c}" for c in values if c != "id")
+        async with self.transaction() as conn:
+            await conn.execute(
+                f"INSERT INTO command_audit ({columns}) VALUES ({placeholders}) "
+                f"ON CONFLICT (id) DO UPDATE SET {updates}",
+                tuple(values.values()),
+            )
+
+    # -- startup recovery (§4) ----------------------------------------------------------
+
+    async def recover(self, now: int) -> tuple[int, int, int]:
+        """One transaction, before any request is served: interrupt what a previous
+        process left pending, queued, running or active. Nothing is resumed.
+
+        Returns the numbers of approvals, executions and turns interrupted. Each UPDATE
+        reaches its rows through a partial index, so the cost follows the active rows.
+        """
+        async with self.transaction() as conn:
+            approvals = await conn.execute(
+                "UPDATE plan_approvals SET status = 'interrupted', "
+                "status_code = 'TURN_INTERRUPTED', decided_at = ? WHERE status = 'pending'",
+                (now,),
+            )
+            executions = await conn.execute(
+                "UPDATE plan_approvals SET execution_state = 'interrupted' "
+                "WHERE execution_state IN ('queued', 'running')"
+            )
+            turns = await conn.execute(
+                "UPDATE turns SET state = 'interrupted', ended_at = ? WHERE state = 'active'",
+                (now,),
+            )
+        return approvals.rowcount, executions.rowcount, turns.rowcount
+
 
 def _statements(script: str) -> list[str]:
     """Split a DDL script into statements (the published DDL has no ';' inside literals)."""
     lines = [line for line in script.splitlines() if not line.lstrip().startswith("--")]
     return [part.strip() for part in "\n".join(lines).split(";") if part.strip()]
+
+
+@dataclass(frozen=True)
+class ApprovalRow:
+    """A plan_approvals row (§4: approval status and execution fields in one row)."""
+
+    id: str
+    session_id: str
+    turn_id: str | None
+    title: str
+    question: str
+    artifact_path: str | None
+    artifact_sha256: str | None
+    artifact_bytes: int | None
+    created_at: int
+    expires_at: int
+    status: str
+    status_code: str | None
+    decided_at: int | None
+    permission_mode: str | None
+    execution_id: str | None
+    execution_state: str | None
+    execution_turn_id: str | None
+
+
+APPROVAL_COLUMNS = (
+    "id, session_id, turn_id, title, question, artifact_path, artifact_sha256, artifact_bytes, "
+    "created_at, expires_at, status, status_code, decided_at, permission_mode, execution_id, "
+    "execution_state, execution_turn_id"
+)

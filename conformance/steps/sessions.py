@@ -45,6 +45,11 @@ def create_session_in_mode(world: World, mode: str) -> None:
     _create(world, "main", mode=MODES[mode]).require_result()
 
 
+@given("a session without a project in Plan mode")
+def create_unbound_plan_session(world: World) -> None:
+    _create(world, "main", workspaceRoot=None, mode="plan").require_result()
+
+
 @when("the user creates a session without a project")
 def create_session_without_project(world: World) -> None:
     _create(world, "main", workspaceRoot=None).require_result()

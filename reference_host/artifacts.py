@@ -1,0 +1,150 @@
+"""Immutable plan artifacts: ``<workspaceRoot>/.pi/plan/<unique>.md`` (§2).
+
+Every path component below the workspace root is opened relative to its parent's file
+descriptor with ``O_NOFOLLOW``, so a symlinked ``.pi`` or ``.pi/plan`` is refused rather
+than followed, and the file is created with ``O_EXCL`` so it never replaces anything.
+File and folder are flushed before the caller commits the approval row.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from reference_host.errors import HostError
+from reference_host.workspace import validate_root
+
+PLAN_DIR = (".pi", "plan")
+READ_ONLY = 0o444
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+FaultCheck = Callable[[str], bool]
+"""Answers whether a one-shot conformance fault is armed at a named point."""
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """What the approval row records about the file."""
+
+    relative_path: str
+    sha256: str
+    byte_size: int
+
+
+def encode_markdown(markdown: str) -> bytes:
+    """The exact UTF-8 bytes of ``markdown``; a lone surrogate is refused."""
+    try:
+        return markdown.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise HostError(
+            "INVALID_TOOL_INPUT",
+            f"markdown is not valid Unicode (a lone surrogate at index {exc.start})",
+        ) from exc
+
+
+def _open_plan_dir(parent_fd: int, name: str, shown: str) -> int:
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(name, 0o755, dir_fd=parent_fd)
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+            raise HostError(
+                "PLAN_PATH_UNSAFE",
+                f"{shown} is a symlink or not a directory; the host does not follow it",
+            ) from exc
+        raise HostError("ARTIFACT_WRITE_FAILED", f"cannot open {shown}: {exc}") from exc
+
+
+def _unique_name() -> str:
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    return f"plan-{stamp}-{secrets.token_hex(6)}.md"
+
+
+def write_artifact(root: str, content: bytes, fault: FaultCheck) -> Artifact:
+    """Create a new artifact holding exactly ``content``, flushed, and describe it.
+
+    Blocking: call it on a worker thread.
+    """
+    root_path = validate_root(root)
+    try:
+        root_fd = os.open(root_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise HostError("WORKSPACE_INVALID", f"cannot open workspace root: {exc}") from exc
+    opened = [root_fd]
+    try:
+        pi_fd = _open_plan_dir(root_fd, PLAN_DIR[0], ".pi")
+        opened.append(pi_fd)
+        plan_fd = _open_plan_dir(pi_fd, PLAN_DIR[1], ".pi/plan")
+        opened.append(plan_fd)
+        name, file_fd = _create_exclusive(plan_fd)
+        try:
+            _write_all(file_fd, content, fault)
+        except BaseException:
+            os.close(file_fd)
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=plan_fd)
+            raise
+        os.close(file_fd)
+        for directory_fd in reversed(opened):
+            os.fsync(directory_fd)
+    finally:
+        for fd in opened:
+            os.close(fd)
+    relative = "/".join((*PLAN_DIR, name))
+    return Artifact(relative, hashlib.sha256(content).hexdigest(), len(content))
+
+
+def _create_exclusive(plan_fd: int) -> tuple[str, int]:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(16):
+        name = _unique_name()
+        try:
+            return name, os.open(name, flags, READ_ONLY, dir_fd=plan_fd)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise HostError("ARTIFACT_WRITE_FAILED", f"cannot create the artifact: {exc}") from exc
+    raise HostError("ARTIFACT_WRITE_FAILED", "no unused artifact name could be found")
+
+
+def _write_all(fd: int, content: bytes, fault: FaultCheck) -> None:
+    try:
+        if fault("artifactWrite"):
+            raise OSError(errno.EIO, "injected artifact write failure")
+        view = memoryview(content)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        if fault("artifactFlush"):
+            raise OSError(errno.EIO, "injected artifact flush failure")
+        os.fsync(fd)
+    except OSError as exc:
+        raise HostError("ARTIFACT_WRITE_FAILED", f"writing the artifact failed: {exc}") from exc
+
+
+def read_artifact(root: str, relative_path: str) -> bytes:
+    """Read an artifact back without following symlinks below the root."""
+    parts = relative_path.split("/")
+    if parts[:2] != list(PLAN_DIR) or len(parts) != 3:
+        raise HostError("ARTIFACT_UNREADABLE", f"{relative_path!r} is not a plan artifact path")
+    fd = os.open(Path(root), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parts[:2]:
+            next_fd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = next_fd
+        file_fd = os.open(parts[2], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+        with os.fdopen(file_fd, "rb") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise HostError("ARTIFACT_UNREADABLE", f"cannot read {relative_path}: {exc}") from exc
+    finally:
+        os.close(fd)

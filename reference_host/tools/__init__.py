@@ -1,0 +1,1 @@
+"""Model-facing tools of the reference host."""
