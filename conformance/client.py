@@ -150,16 +150,42 @@ class HostClient:
         except (BrokenPipeError, OSError, ValueError) as exc:
             raise HostStoppedError(f"cannot write to the host: {exc}") from exc
         with self._lock:
-            if not self._lock.wait_for(
-                lambda: pending.done.is_set() or self._closed, timeout or self.timeout
-            ):
-                raise TimeoutError(
-                    f"no response to {pending.method} within {timeout or self.timeout} s"
-                )
-            del self._pending[message["id"]]
-            if pending.response is None:
-                raise HostStoppedError(f"the host stopped before answering {pending.method}")
-            return pending.response
+            return self._await_response(message["id"], pending, timeout or self.timeout)
+
+    def _await_response(
+        self, request_id: int | str, pending: _Pending, timeout: float
+    ) -> dict[str, Any]:
+        """Wait (holding the lock) for the response to one request."""
+        if not self._lock.wait_for(lambda: pending.done.is_set() or self._closed, timeout):
+            raise TimeoutError(f"no response to {pending.method} within {timeout} s")
+        del self._pending[request_id]
+        if pending.response is None:
+            raise HostStoppedError(f"the host stopped before answering {pending.method}")
+        return pending.response
+
+    def call_together(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Write several requests in one go, then wait for each response."""
+        pendings = []
+        with self._lock:
+            for message in messages:
+                pending = _Pending(str(message.get("method")), threading.Event())
+                self._pending[message["id"]] = pending
+                pendings.append((message["id"], pending))
+        data = b"".join(
+            (json.dumps(m, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+            for m in messages
+        )
+        self.send_raw(data)
+        with self._lock:
+            responses = [
+                self._await_response(request_id, pending, self.timeout)
+                for request_id, pending in pendings
+            ]
+        return responses
+
+    def next_id(self) -> int:
+        """A fresh request id."""
+        return next(self._ids)
 
     def request(
         self, method: str, params: dict[str, Any] | None = None, timeout: float | None = None

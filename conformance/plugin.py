@@ -34,6 +34,8 @@ STEP_MODULES = (
     "conformance.steps.sessions",
     "conformance.steps.model",
     "conformance.steps.plan",
+    "conformance.steps.approval",
+    "conformance.steps.boundaries",
 )
 
 

@@ -182,6 +182,8 @@ class Approvals:
         async with host.storage.transaction() as conn:
             await host.storage.write_approval(conn, approved)
             await host.storage.write_session(conn, agent)
+            if host.faults.take("approvalCommit"):
+                raise HostError("INTERNAL_ERROR", "injected failure before the approval commit")
         host.set_activity(
             session_id, pending_approval_id=None, active_execution_id=approved.execution_id
         )

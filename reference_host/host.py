@@ -29,7 +29,7 @@ Notify = Callable[[str, dict[str, Any]], None]
 HOST_NAME = "pi-reference-host"
 HOST_VERSION = "0.1.0"
 DEFAULT_SHELL_KEY = "default_shell_id"
-FAULT_POINTS = ("artifactWrite", "artifactFlush")
+FAULT_POINTS = ("artifactWrite", "artifactFlush", "approvalCommit")
 
 
 def new_id(prefix: str) -> str:

@@ -17,7 +17,9 @@ MARKDOWN_SAMPLES: dict[str, str] = {
     "mixed line endings": "# Plan\n1. One\r\n2. Two\r3. Three",
     "byte order mark": "\ufeff# Plan\n\nStarts with a byte order mark.\n",
     "NUL character": "# Plan\n\nBefore\x00after.\n",
-    "characters outside the BMP": "# Plan \U0001f680\n\nMath: \U0001d538\U0001d539 and \U00013000.\n",
+    "characters outside the BMP": (
+        "# Plan \U0001f680\n\nMath: \U0001d538\U0001d539 and \U00013000.\n"
+    ),
     "trailing spaces": "# Plan   \n\nLine with trailing spaces   \n   \n",
     "no final newline": "# Plan\n\nNo newline at the end",
     "empty": "",

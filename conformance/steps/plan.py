@@ -158,11 +158,6 @@ def reject_plan(world: World) -> None:
     )
 
 
-@when("the user tries to send another prompt")
-def try_prompt(world: World) -> None:
-    world.attempt("session/prompt", {"sessionId": session_id(world), "text": "One more thing."})
-
-
 @when("the user opens the plan artifact")
 def open_artifact(world: World) -> None:
     approval = latest_approval(world)
