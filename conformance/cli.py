@@ -13,7 +13,7 @@ import pytest
 
 import conformance.suite
 
-_STATUS_MARK = {"passed": "PASS", "failed": "FAIL", "pending": "PEND", "not-run": "SKIP"}
+_STATUS_MARK = {"passed": "PASS", "failed": "FAIL", "pending": "PEND", "not-run": "----"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -104,6 +104,11 @@ def print_summary(summary: dict[str, Any]) -> None:
         f"scenarios: {counts['scenarios_passed']} passed, {counts['scenarios_failed']} failed, "
         f"{counts['scenarios_expected_failures']} expected failures"
     )
+    if summary["not_expressible"]:
+        print(
+            f"{len(summary['not_expressible'])} scenario(s) need a driver that can crash the "
+            f"host and were not run under the {summary['driver']} driver"
+        )
     for nodeid in summary["regressions"]:
         print(f"REGRESSION {nodeid}")
     for nodeid in summary["unexpected_passes"]:

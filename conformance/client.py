@@ -64,6 +64,7 @@ class HostClient:
         self.checker = ContractChecker()
         self.violations: list[Violation] = []
         self.unmatched: list[dict[str, Any]] = []
+        self.received: list[Any] = []
         self._ids = itertools.count(1)
         self._lock = threading.Condition()
         self._pending: dict[int | str, _Pending] = {}
@@ -95,6 +96,7 @@ class HostClient:
                 )
             return
         with self._lock:
+            self.received.append(message)
             request_id = message.get("id") if isinstance(message, dict) else None
             pending = (
                 self._pending.get(request_id)

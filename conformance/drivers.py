@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -95,13 +96,41 @@ class _TailBuffer(io.TextIOBase):
             return "".join(self._parts)
 
 
+TOKEN_VARIABLE = "PI_CONFORMANCE_HOST_TOKEN"
+
+
+def _processes_with_token(token: str) -> list[int]:
+    """PIDs whose environment carries ``token`` (Linux /proc; empty elsewhere)."""
+    needle = f"{TOKEN_VARIABLE}={token}".encode()
+    found: list[int] = []
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return found
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return found
+
+
 class SubprocessHost:
-    """A host running as a child process."""
+    """A host running as a child process.
+
+    Every process the host starts inherits a unique token in its environment, so that
+    after a crash the harness can end the commands the dead host left behind.
+    """
 
     supports_crash = True
 
     def __init__(self, command: Sequence[str], data_dir: Path, env: dict[str, str]) -> None:
         self._stderr = _TailBuffer()
+        self._token = uuid.uuid4().hex
+        env = {**env, TOKEN_VARIABLE: self._token}
         self.process = subprocess.Popen(
             [*command, "--data-dir", str(data_dir), "--conformance"],
             stdin=subprocess.PIPE,
@@ -158,6 +187,9 @@ class SubprocessHost:
         # Children the host left behind (shell commands) must not outlive the scenario.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
+        for pid in _processes_with_token(self._token):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
         self._drain.join(timeout=STOP_TIMEOUT)
         for stream in (self.process.stdout, self.process.stderr):
             if stream is not None:

@@ -36,6 +36,10 @@ STEP_MODULES = (
     "conformance.steps.plan",
     "conformance.steps.approval",
     "conformance.steps.boundaries",
+    "conformance.steps.restart",
+    "conformance.steps.migration",
+    "conformance.steps.tasks",
+    "conformance.steps.shell",
 )
 
 
@@ -133,6 +137,8 @@ def pytest_collection_modifyitems(
         selected = areas is None or area in areas
         expressible = can_crash or item.get_closest_marker("subprocess_only") is None
         (keep if selected and expressible else dropped).append(item)
+        if selected and not expressible and _COLLECTOR_KEY in config.stash:
+            config.stash[_COLLECTOR_KEY].not_expressible.append(item.nodeid)
         item.user_properties.append(("area", area or ""))
         for mark in item.iter_markers("requirement"):
             item.user_properties.append(("requirement", str(mark.args[0])))
@@ -149,7 +155,7 @@ def pytest_bdd_apply_tag(tag: str, function: Any) -> bool | None:
     if tag.startswith("area:"):
         pytest.mark.area(tag.partition(":")[2])(function)
         return True
-    if tag == "subprocess-only":
+    if tag == "subprocess_only":
         pytest.mark.subprocess_only(function)
         return True
     return None

@@ -52,6 +52,7 @@ class ResultCollector:
     host: str = "reference host"
     expectations: Expectations = field(default_factory=Expectations)
     results: dict[str, ScenarioResult] = field(default_factory=dict)
+    not_expressible: list[str] = field(default_factory=list)
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -86,7 +87,7 @@ class ResultCollector:
         self.report_dir.mkdir(parents=True, exist_ok=True)
         summary = build_summary(
             list(self.results.values()), self.driver, self.host, self.expectations
-        )
+        ).model_copy(update={"not_expressible": sorted(self.not_expressible)})
         (self.report_dir / "summary.json").write_text(
             summary.model_dump_json(indent=2) + "\n", encoding="utf-8"
         )

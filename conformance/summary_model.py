@@ -76,6 +76,11 @@ class Summary(_Strict):
     unexpected_passes: list[str] = Field(
         description="nodeids listed as expected failures that passed"
     )
+    not_expressible: list[str] = Field(
+        default_factory=list,
+        description="nodeids left out because the driver cannot express them "
+        "(for example a crash under the in-process driver)",
+    )
 
 
 def json_schema() -> dict[str, object]:

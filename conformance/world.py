@@ -64,6 +64,7 @@ class World:
     sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
     outcome: Outcome = field(default_factory=Outcome)
     retired_violations: list[Violation] = field(default_factory=list)
+    retired_messages: list[Any] = field(default_factory=list)
     stderr_log: list[str] = field(default_factory=list)
     values: dict[str, Any] = field(default_factory=dict)
 
@@ -88,6 +89,7 @@ class World:
         if self.client is not None:
             self.client.close()
             self.retired_violations.extend(self.client.violations)
+            self.retired_messages.extend(self.client.received)
         self.stderr_log.append(self.host.stderr_text())
         self.host = None
         self.client = None
@@ -119,6 +121,19 @@ class World:
         """Every contract violation seen in this scenario, across restarts."""
         live = self.client.violations if self.client is not None else []
         return [*self.retired_violations, *live]
+
+    def host_messages(self) -> list[Any]:
+        """Every message any host process of this scenario sent, in order."""
+        live = self.client.received if self.client is not None else []
+        return [*self.retired_messages, *live]
+
+    def restart(self, crash: bool = False) -> dict[str, Any]:
+        """Stop the host (abruptly with ``crash``), start a new one on the same data dir,
+        and open the connection."""
+        self.stop_host(crash=crash)
+        self.provider.release_stalls()
+        self.start_host()
+        return self.rpc.initialize()
 
     def stderr(self) -> str:
         """All host stderr of this scenario."""

@@ -22,7 +22,8 @@ Feature: Submitting a plan
 
     @R1.6
     Scenario Outline: A plan submitted beside another call is refused as a whole
-      Given a session for the project in Plan mode
+      Given the project has a file "notes.txt" containing "original"
+      And a session for the project in Plan mode
       And the model will submit a plan together with a <tool> call
       When the user asks for a plan
       Then every call of that message was refused with SUBMIT_PLAN_NOT_ALONE

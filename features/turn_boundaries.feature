@@ -51,6 +51,14 @@ Feature: One active turn, configuration only while idle
         | model           |
         | provider        |
 
+    @R5.4
+    Scenario: Changing the shell during a turn is refused
+      Given a session for the project
+      And the model takes its time to answer
+      And the user started a turn
+      When the user tries to change the shell
+      Then the request is refused with SESSION_BUSY
+
   Rule: While a plan awaits approval only approve and reject are accepted (§5)
 
     @R5.7

@@ -190,10 +190,12 @@ class Approvals:
         host.notify("approval/updated", {"approval": approval_wire(approved)})
         self._notify_execution(approved, None)
         session_wire = await host.publish_session(session_id)
-        content = await asyncio.to_thread(
-            read_artifact, agent.workspace_root or "", row.artifact_path or ""
-        )
-        await host.turns.start(agent, "execution", _execution_prompt(approved, content), approved)
+        if not host.faults.take("holdExecution"):
+            content = await asyncio.to_thread(
+                read_artifact, agent.workspace_root or "", row.artifact_path or ""
+            )
+            prompt = _execution_prompt(approved, content)
+            await host.turns.start(agent, "execution", prompt, approved)
         return {"approval": approval_wire(approved), "session": session_wire}
 
     async def reject(self, session_id: str, approval_id: str) -> dict[str, Any]:

@@ -135,8 +135,11 @@ def read_artifact(root: str, relative_path: str) -> bytes:
     parts = relative_path.split("/")
     if parts[:2] != list(PLAN_DIR) or len(parts) != 3:
         raise HostError("ARTIFACT_UNREADABLE", f"{relative_path!r} is not a plan artifact path")
-    fd = os.open(Path(root), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    if not root or not Path(root).is_absolute():
+        raise HostError("ARTIFACT_UNREADABLE", "the session has no usable workspace root")
+    fd: int | None = None
     try:
+        fd = os.open(Path(root), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         for part in parts[:2]:
             next_fd = os.open(part, _DIR_FLAGS, dir_fd=fd)
             os.close(fd)
@@ -147,4 +150,5 @@ def read_artifact(root: str, relative_path: str) -> bytes:
     except OSError as exc:
         raise HostError("ARTIFACT_UNREADABLE", f"cannot read {relative_path}: {exc}") from exc
     finally:
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)

@@ -20,6 +20,7 @@ from reference_host.permissions import PermissionBroker
 from reference_host.rpc import Handler
 from reference_host.state import Activity, ensure_can_cancel, ensure_idle_for
 from reference_host.storage import SessionRow, Storage
+from reference_host.tasks import Tasks
 from reference_host.turns import TurnRunner
 from reference_host.workspace import validate_root
 
@@ -29,7 +30,7 @@ Notify = Callable[[str, dict[str, Any]], None]
 HOST_NAME = "pi-reference-host"
 HOST_VERSION = "0.1.0"
 DEFAULT_SHELL_KEY = "default_shell_id"
-FAULT_POINTS = ("artifactWrite", "artifactFlush", "approvalCommit")
+FAULT_POINTS = ("artifactWrite", "artifactFlush", "approvalCommit", "holdExecution")
 
 
 def new_id(prefix: str) -> str:
@@ -78,6 +79,7 @@ class Host:
         self.permissions = PermissionBroker(self._notify_proxy)
         self.approvals = Approvals(self)
         self.turns = TurnRunner(self)
+        self.tasks = Tasks(self)
 
     def _notify_proxy(self, method: str, params: dict[str, Any]) -> None:
         self.notify(method, params)
@@ -132,6 +134,11 @@ class Host:
             "approval/reject": self.approval_reject,
             "artifact/read": self.artifact_read,
             "permission/respond": self.permission_respond,
+            "task/create": self.tasks.create,
+            "task/list": self.tasks.list,
+            "task/update": self.tasks.update,
+            "task/delete": self.tasks.delete,
+            "task/run": self.tasks.run_now,
             "shell/list": self.shell_list,
             "shell/setDefault": self.shell_set_default,
         }

@@ -59,12 +59,25 @@ def serve(argv: Sequence[str], stdin: BinaryIO, stdout: BinaryIO, stderr: TextIO
         logger.removeHandler(handler)
 
 
+def _startup_error(error: HostError) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": error.jsonrpc_code, "message": error.message, "data": error.to_data()},
+    }
+
+
 async def _serve(args: argparse.Namespace, stdin: BinaryIO, stdout: BinaryIO) -> int:
     log = logging.getLogger("reference_host")
     try:
         storage = await Storage.open(args.data_dir)
     except HostError as error:
         log.error("%s: %s", error.code, error.message)
+        # The canonical code also goes to stdout as a JSON-RPC error, so a client waiting
+        # for the handshake learns why the host will never serve.
+        with contextlib.suppress(OSError, ValueError):
+            stdout.write(encode(_startup_error(error)) + b"\n")
+            stdout.flush()
         return EXIT_STORAGE
     clock: Clock = ManualClock(wall_time_ms()) if args.conformance else SystemClock()
     interrupted = await storage.recover(clock.now_ms())
@@ -83,6 +96,7 @@ async def _serve(args: argparse.Namespace, stdin: BinaryIO, stdout: BinaryIO) ->
     dispatcher = Dispatcher(send)
     host = Host(storage, clock, options, dispatcher.notify)
     dispatcher.register(host.handlers())
+    await host.tasks.schedule_all()
     host.on_initialized = lambda: setattr(dispatcher, "initialized", True)
 
     def pump() -> None:

@@ -18,6 +18,7 @@ import aiosqlite
 
 from pi_contract import STORAGE_SCHEMA_VERSION, schemas_dir
 from reference_host.errors import HostError
+from reference_host.migration import V8, migrate_v8_to_v10
 from reference_host.state import Mode, PermissionMode
 
 DB_FILE = "host.db"
@@ -67,12 +68,13 @@ class Storage:
         try:
             await conn.execute("PRAGMA busy_timeout = 5000")
             storage = cls(conn)
-            # Decide before changing anything: a refused file must stay byte-identical.
+            # Decide before changing anything: a refused file must stay byte-identical,
+            # and a failed migration must leave the v8 file as it was, journal mode included.
             await storage._check_version()
-            await conn.execute("PRAGMA journal_mode = WAL")
             await conn.execute("PRAGMA synchronous = FULL")
-            await conn.execute("PRAGMA foreign_keys = ON")
             await storage._prepare_schema()
+            await conn.execute("PRAGMA journal_mode = WAL")
+            await conn.execute("PRAGMA foreign_keys = ON")
         except BaseException:
             await conn.close()
             raise
@@ -89,7 +91,7 @@ class Storage:
 
     async def _check_version(self) -> None:
         version = await self.user_version()
-        if version == STORAGE_SCHEMA_VERSION or (version == 0 and await self._is_empty()):
+        if version in (STORAGE_SCHEMA_VERSION, V8) or (version == 0 and await self._is_empty()):
             return
         raise HostError(
             "STORAGE_SCHEMA_UNSUPPORTED",
@@ -99,7 +101,11 @@ class Storage:
         )
 
     async def _prepare_schema(self) -> None:
-        if await self.user_version() == STORAGE_SCHEMA_VERSION:
+        version = await self.user_version()
+        if version == STORAGE_SCHEMA_VERSION:
+            return
+        if version == V8:
+            await migrate_v8_to_v10(self._conn, _statements(v10_ddl()))
             return
         async with self.transaction():
             for statement in _statements(v10_ddl()):
@@ -330,6 +336,80 @@ class Storage:
                 (now,),
             )
         return approvals.rowcount, executions.rowcount, turns.rowcount
+
+    # -- scheduled tasks ----------------------------------------------------------------
+
+    async def insert_task(self, task: dict[str, Any]) -> None:
+        """Persist a new scheduled task (keys are scheduled_tasks columns)."""
+        columns = ", ".join(task)
+        async with self.transaction() as conn:
+            await conn.execute(
+                f"INSERT INTO scheduled_tasks ({columns}) VALUES ({', '.join('?' * len(task))})",
+                tuple(task.values()),
+            )
+
+    async def get_task(self, task_id: str) -> dict[str, Any] | None:
+        """One scheduled task as a column -> value mapping, or None."""
+        self._conn.row_factory = aiosqlite.Row
+        try:
+            async with self._conn.execute(
+                "SELECT * FROM scheduled_tasks WHERE id = ?", (task_id,)
+            ) as cursor:
+                row = await cursor.fetchone()
+        finally:
+            self._conn.row_factory = None
+        return dict(row) if row is not None else None
+
+    async def list_tasks(self) -> list[dict[str, Any]]:
+        """Every scheduled task, oldest first."""
+        self._conn.row_factory = aiosqlite.Row
+        try:
+            async with self._conn.execute(
+                "SELECT * FROM scheduled_tasks ORDER BY created_at, id"
+            ) as cursor:
+                rows = await cursor.fetchall()
+        finally:
+            self._conn.row_factory = None
+        return [dict(row) for row in rows]
+
+    async def update_task(self, task_id: str, changes: dict[str, Any]) -> None:
+        """Change some columns of a task."""
+        assignments = ", ".join(f"{column} = ?" for column in changes)
+        async with self.transaction() as conn:
+            await conn.execute(
+                f"UPDATE scheduled_tasks SET {assignments} WHERE id = ?",
+                (*changes.values(), task_id),
+            )
+
+    async def delete_task(self, task_id: str) -> None:
+        """Remove a task (its run history stays for audit)."""
+        async with self.transaction() as conn:
+            await conn.execute("DELETE FROM scheduled_tasks WHERE id = ?", (task_id,))
+
+    async def record_task_run(self, run: dict[str, Any]) -> None:
+        """Insert or update a scheduled_task_runs row (keyed by ``id``)."""
+        columns = ", ".join(run)
+        updates = ", ".join(f"{c} = excluded.{c}" for c in run if c != "id")
+        async with self.transaction() as conn:
+            await conn.execute(
+                f"INSERT INTO scheduled_task_runs ({columns}) "
+                f"VALUES ({', '.join('?' * len(run))}) ON CONFLICT (id) DO UPDATE SET {updates}",
+                tuple(run.values()),
+            )
+
+    async def last_task_run(self, task_id: str) -> dict[str, Any] | None:
+        """The newest run of a task."""
+        self._conn.row_factory = aiosqlite.Row
+        try:
+            async with self._conn.execute(
+                "SELECT * FROM scheduled_task_runs WHERE task_id = ? "
+                "ORDER BY started_at DESC, rowid DESC LIMIT 1",
+                (task_id,),
+            ) as cursor:
+                row = await cursor.fetchone()
+        finally:
+            self._conn.row_factory = None
+        return dict(row) if row is not None else None
 
 
 def _statements(script: str) -> list[str]:

@@ -11,6 +11,7 @@ import contextlib
 import json
 import logging
 import os
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,6 +45,9 @@ if TYPE_CHECKING:
     from reference_host.host import Host
 
 log = logging.getLogger(__name__)
+
+TurnEnded = Callable[[str, HostError | None], Awaitable[None]]
+"""Called with the outcome and error once a turn has ended and been recorded."""
 
 MAX_STEPS = 64
 API_KEY_ENV = "OPENAI_API_KEY"
@@ -117,6 +121,7 @@ class TurnRunner:
         user_text: str,
         approval: ApprovalRow | None = None,
         unattended: bool = False,
+        on_end: TurnEnded | None = None,
     ) -> str:
         """Record a new active turn and run it in the background."""
         host = self.host
@@ -135,7 +140,9 @@ class TurnRunner:
             },
         )
         await host.publish_session(session.id)
-        task = asyncio.create_task(self._run(session.id, turn_id, user_text, approval, unattended))
+        task = asyncio.create_task(
+            self._run(session.id, turn_id, user_text, approval, unattended, on_end)
+        )
         self.tasks[session.id] = task
         return turn_id
 
@@ -168,6 +175,7 @@ class TurnRunner:
         user_text: str,
         approval: ApprovalRow | None,
         unattended: bool,
+        on_end: TurnEnded | None,
     ) -> None:
         host = self.host
         outcome, error = "completed", None
@@ -189,6 +197,8 @@ class TurnRunner:
         if approval is not None:
             final = "completed" if outcome == "completed" else "interrupted"
             await host.approvals.execution_finished(approval.id, final)
+        if on_end is not None:
+            await on_end(outcome, error)
         host.set_activity(session_id, active_turn_id=None)
         host.notify(
             "turn/ended",

@@ -12,6 +12,7 @@ from referencing import Registry, Resource
 from pi_contract import load_json, method_index
 
 _TYPES = "protocol-v9/types.schema.json"
+MAX_MESSAGE = 300
 
 
 @cache
@@ -30,8 +31,14 @@ def _validator(definition: str) -> Draft202012Validator:
 
 def params_problem(method: str, params: Any) -> str | None:
     """Describe why ``params`` do not fit ``method``'s schema, or return None when they do."""
-    error = best_match(_validator(method_index()[method]["params"]).iter_errors(params))
-    if error is None:
-        return None
-    pointer = "/" + "/".join(str(part) for part in error.absolute_path)
-    return f"params{pointer if pointer != '/' else ''}: {error.message}"
+    try:
+        error = best_match(_validator(method_index()[method]["params"]).iter_errors(params))
+        if error is None:
+            return None
+        pointer = "".join(f"/{part}" for part in error.absolute_path)
+        message = error.message
+    except RecursionError:
+        return "params: nested too deeply"
+    if len(message) > MAX_MESSAGE:
+        message = message[:MAX_MESSAGE] + "…"
+    return f"params{pointer}: {message}"

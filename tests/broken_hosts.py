@@ -100,11 +100,13 @@ def _reuses_file_name() -> None:
             os.chmod(name, 0o644, dir_fd=plan_fd)
         return name, os.open(name, flags, artifacts.READ_ONLY, dir_fd=plan_fd)
 
+    assert hasattr(artifacts, "_create_exclusive"), "nothing to patch"
     artifacts._create_exclusive = create_truncating
 
 
 @variant("follows-symlinked-pi")
 def _follows_symlinked_pi() -> None:
+    assert hasattr(artifacts, "_DIR_FLAGS"), "nothing to patch"
     artifacts._DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC  # no O_NOFOLLOW
 
 

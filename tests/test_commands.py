@@ -192,10 +192,20 @@ def test_command_killed_by_a_signal_reports_the_signal(tmp_path: Path) -> None:
     assert result.exit_code is None
     assert result.signal == signal.SIGTERM
     assert not result.timed_out
+    assert result.summary().endswith(f"[killed by signal {int(signal.SIGTERM)}]")
 
 
 def test_command_runs_in_cwd_with_empty_stdin(tmp_path: Path) -> None:
-    result, rec = run("pwd -P; cat; echo done", tmp_path)
+    # Give this process an open, silent stdin: a command that inherited it would hang.
+    saved = os.dup(0)
+    read_end, write_end = os.pipe()
+    os.dup2(read_end, 0)
+    try:
+        result, rec = run("pwd -P; cat; echo done", tmp_path)
+    finally:
+        os.dup2(saved, 0)
+        for fd in (saved, read_end, write_end):
+            os.close(fd)
     assert rec.text("stdout") == f"{tmp_path.resolve()}\ndone\n"
     assert result.exit_code == 0
 
@@ -264,6 +274,13 @@ def test_invalid_utf8_is_replaced_not_fatal(tmp_path: Path) -> None:
     assert rec.text("stdout") == "a\ufffdb\nend\ufffd"
     assert rec.text("stderr") == "c\ufffd\n"
     assert "a\ufffdb" in result.output
+
+
+def test_runs_of_stray_continuation_bytes_are_replaced(tmp_path: Path) -> None:
+    result, rec = run("printf 'x\\200\\200\\200\\200\\200'", tmp_path)
+    check_stream(rec, result)
+    assert rec.text("stdout") == "x" + "\ufffd" * 5
+    assert result.output == rec.text("stdout")
 
 
 def test_multibyte_characters_are_never_split_between_chunks(tmp_path: Path) -> None:

@@ -212,6 +212,8 @@ def whole_batch_refused(world: World, code: str) -> None:
     since = world.values.get("notes_mark", 0)
     results = [n["params"] for n in world.rpc.notifications("turn/toolResult", since)]
     assert len(results) >= 2, f"expected a result for each call of the batch, got {results}"
+    asked = world.rpc.notifications("permission/requested", since)
+    assert not asked, f"a call of the refused batch asked for permission: {asked}"
     first_batch = results[:2]
     for result in first_batch:
         assert result["status"] in ("denied", "error"), f"a call of the batch ran: {result}"

@@ -50,6 +50,11 @@ def create_unbound_plan_session(world: World) -> None:
     _create(world, "main", workspaceRoot=None, mode="plan").require_result()
 
 
+@given(parsers.parse("a session for the project with permission mode {permission}"))
+def create_session_with_permission(world: World, permission: str) -> None:
+    _create(world, "main", permissionMode=permission).require_result()
+
+
 @when("the user creates a session without a project")
 def create_session_without_project(world: World) -> None:
     _create(world, "main", workspaceRoot=None).require_result()

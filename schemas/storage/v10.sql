@@ -98,7 +98,7 @@ CREATE TABLE scheduled_task_runs (
   task_id TEXT NOT NULL,
   session_id TEXT,
   started_at INTEGER NOT NULL,
-  outcome TEXT NOT NULL CHECK (outcome IN ('completed', 'failed', 'refused')),
+  outcome TEXT NOT NULL CHECK (outcome IN ('running', 'completed', 'failed', 'refused')),
   error_code TEXT,
   error_message TEXT
 );
