@@ -27,6 +27,7 @@ __all__ = [
     "DEFAULT_OUTPUT",
     "main",
     "render_protocol_reference",
+    "write_or_check",
 ]
 
 DEFAULT_OUTPUT: Final = Path(__file__).resolve().parent.parent / "docs" / "protocol.md"
@@ -406,8 +407,9 @@ def _tidy(text: str) -> str:
     return "\n".join(out).strip("\n") + "\n"
 
 
-def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
+def template_environment() -> jinja2.Environment:
+    """The Jinja2 environment for the generated Markdown pages."""
+    return jinja2.Environment(
         loader=jinja2.FileSystemLoader(_TEMPLATES),
         autoescape=False,
         trim_blocks=True,
@@ -415,6 +417,10 @@ def _environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         undefined=jinja2.StrictUndefined,
     )
+
+
+def _environment() -> jinja2.Environment:
+    env = template_environment()
     env.filters["cell"] = _cell
     env.filters["method_anchor"] = _method_anchor
     env.filters["error_anchor"] = _error_anchor
@@ -460,28 +466,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"Markdown file to write or check (default: {DEFAULT_OUTPUT})",
     )
     args = parser.parse_args(argv)
-    output: Path = args.output
-    rendered = render_protocol_reference()
+    return write_or_check(
+        args.output,
+        render_protocol_reference(),
+        "schemas/",
+        "python -m conformance.docgen",
+        args.check,
+    )
 
-    if args.check:
+
+def write_or_check(output: Path, rendered: str, source: str, command: str, check: bool) -> int:
+    """Write a generated page, or with ``check`` verify the committed one is current."""
+    if check:
         if not output.is_file():
-            print(
-                f"{output} is missing; run `python -m conformance.docgen` to generate it.",
-                file=sys.stderr,
-            )
+            print(f"{output} is missing; run `{command}` to generate it.", file=sys.stderr)
             return 1
         current = output.read_bytes().decode("utf-8")
         if current != rendered:
             print(
-                f"{output} is out of date with schemas/; "
-                "run `python -m conformance.docgen` to regenerate it.",
+                f"{output} is out of date with {source}; run `{command}` to regenerate it.",
                 file=sys.stderr,
             )
             print(_short_diff(rendered, current, output), file=sys.stderr, end="")
             return 1
         print(f"{output} is up to date.")
         return 0
-
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_bytes(rendered.encode("utf-8"))
     print(f"wrote {output}")

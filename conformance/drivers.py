@@ -221,6 +221,10 @@ class InProcessHost:
 
     def __init__(self, serve: ServeFn, data_dir: Path) -> None:
         self._stderr = _TailBuffer()
+        # Commands the host starts inherit this process's environment; the token lets
+        # stop() end any that escaped the host's own cleanup.
+        self._token = uuid.uuid4().hex
+        os.environ[TOKEN_VARIABLE] = self._token
         host_in, self._to_host_fd = os.pipe()
         self._from_host_fd, host_out = os.pipe()
         self._to_host = os.fdopen(self._to_host_fd, "wb", buffering=0)
@@ -254,6 +258,10 @@ class InProcessHost:
         with contextlib.suppress(OSError):
             self._to_host.close()
         self._thread.join(STOP_TIMEOUT)
+        for pid in _processes_with_token(self._token):
+            if pid != os.getpid():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
         if self._thread.is_alive():
             return None
         return self.returncode

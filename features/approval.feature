@@ -101,6 +101,15 @@ Feature: Approving and rejecting a plan
       Then the request is refused with APPROVAL_NOT_PENDING
       And the session is in Agent mode with permission mode auto
 
+    @R3.8 @R5.7
+    Scenario: A stale approval during the execution is refused at once
+      Given the model will call Write on "notes.txt"
+      And the user approved the plan with permission mode ask
+      And the host asked permission before Write
+      When a stale client approves the plan with permission mode auto
+      Then the request is refused with APPROVAL_NOT_PENDING
+      And no permission was given without the user
+
   Rule: Approval is one transaction (§4)
 
     @R4.6

@@ -99,6 +99,20 @@ Feature: Immutable host-written plan artifacts
       When the user asks for a plan
       Then the artifact file is read-only
 
+    @C10
+    Scenario Outline: The agent cannot change an artifact while executing the plan
+      Given a plan titled "Keep me" is awaiting approval
+      And the model will try to <change> the plan artifact
+      When the user approves the plan with permission mode auto
+      Then the execution ends
+      And the <tool> call was denied with TOOL_DENIED
+      And the plan artifact holds exactly the submitted markdown
+
+      Examples:
+        | change | tool  |
+        | write  | Write |
+        | edit   | Edit  |
+
     @C9
     Scenario: A rejected plan keeps its artifact
       Given a session for the project in Plan mode

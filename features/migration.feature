@@ -34,8 +34,8 @@ Feature: Upgrading storage from v8 to v10
       And the v8 database already holds a table named "command_audit"
       When the host starts on that data directory
       Then the host refuses to start with MIGRATION_FAILED
-      And the database file is exactly as it was
       And the database is at schema version 8
+      And the database file is exactly as it was
 
   Rule: Versions the host does not know are refused and left alone (§7)
 

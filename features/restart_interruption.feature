@@ -141,6 +141,7 @@ Feature: A restart interrupts, and never replays
       When the host restarts
       Then the database schema is exactly the published v10 schema
       And no stored column names a boot epoch
+      And no stored setting names a boot epoch
 
     @R4.2
     Scenario: No message carries the epoch

@@ -92,6 +92,16 @@ Feature: Shells and streamed commands
       Then the command timed out
       And no process the command started is still alive
 
+    @C5
+    Scenario: A command whose child left the process group still ends on time
+      Given a session for the project with permission mode auto
+      And the model will run the command "setsid sleep 1000 & echo $!; wait" with a timeout of 2000 ms
+      And the user started a turn
+      When the command has printed its background process id
+      And 2 seconds pass
+      Then the command timed out
+      And the turn ends
+
     @C5 @R5.1
     Scenario: Cancelling the turn ends the command with everything it started
       Given a session for the project with permission mode auto

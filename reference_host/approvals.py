@@ -163,7 +163,7 @@ class Approvals:
         """One transaction: session -> Agent with ``mode``, execution queued; then run it."""
         host = self.host
         row = await self.require(session_id, approval_id)
-        await host.turns.settle(session_id)
+        await host.turns.settle(session_id, row.turn_id)
         await self._ensure_decidable(row)
         activity = host.activity_of(session_id)
         if activity.active_execution_id is not None:
@@ -202,7 +202,7 @@ class Approvals:
         """Terminal; no mode is selected or granted (§3)."""
         host = self.host
         row = await self.require(session_id, approval_id)
-        await host.turns.settle(session_id)
+        await host.turns.settle(session_id, row.turn_id)
         await self._ensure_decidable(row)
         rejected = replace(row, status="rejected", decided_at=host.clock.now_ms())
         await host.storage.update_approval(rejected)

@@ -2,14 +2,16 @@
 
 Each command starts in its own process group (``start_new_session``), so timeout and
 cancellation end grandchildren too. Output is streamed as ordered ``command/output``
-notifications in chunks of at most ``CHUNK_CHARS`` characters, stdout and stderr apart,
-and the total kept for the model is capped with a visible marker.
+notifications in chunks of at most ``CHUNK_CHARS`` characters, stdout and stderr apart.
+The total output, streamed and kept for the model alike, is capped at
+``OUTPUT_CAP_BYTES``: past it the host streams one visible marker and drains the rest.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import time
@@ -27,8 +29,10 @@ CHUNK_CHARS = 16384
 OUTPUT_CAP_BYTES = 256 * 1024
 DEFAULT_TIMEOUT_MS = 120_000
 TRUNCATION_MARKER = "\n[output truncated by the host]\n"
+OUTPUT_GRACE_S = 1.0
 
 Notify = Callable[[str, dict[str, Any]], None]
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -70,11 +74,14 @@ class _Collector:
         self.truncated = False
         self.seq = 0
 
-    def keep(self, data: bytes) -> None:
-        room = OUTPUT_CAP_BYTES - len(self.kept)
+    def keep(self, data: bytes) -> bytes:
+        """Keep what fits under the cap (both streams together); return that part."""
+        room = max(OUTPUT_CAP_BYTES - len(self.kept), 0)
         if len(data) > room:
             self.truncated = True
-        self.kept += data[: max(room, 0)]
+        part = data[:room]
+        self.kept += part
+        return part
 
     def text(self) -> str:
         body = self.kept.decode("utf-8", "replace")
@@ -127,12 +134,17 @@ async def run_command(
         assert stream is not None
         decoder_pending = b""
         while data := await stream.read(CHUNK_BYTES):
-            collector.keep(data)
+            was_truncated = collector.truncated
+            kept = collector.keep(data)
+            if was_truncated:
+                continue  # past the cap: drain the pipe, stream nothing more
             # Split only at UTF-8 boundaries so a chunk never cuts a character in two.
-            data = decoder_pending + data
-            cut = _utf8_boundary(data)
+            data = decoder_pending + kept
+            cut = _utf8_boundary(data) if not collector.truncated else len(data)
             decoder_pending = data[cut:]
             _emit(data[:cut], name)
+            if collector.truncated:
+                _emit(TRUNCATION_MARKER.encode(), name)
         if decoder_pending:
             _emit(decoder_pending, name)
 
@@ -154,14 +166,27 @@ async def run_command(
             collector.seq += 1
 
     cancelled = False
+    reader = asyncio.ensure_future(
+        asyncio.gather(pump(process.stdout, "stdout"), pump(process.stderr, "stderr"))
+    )
     try:
-        await asyncio.gather(pump(process.stdout, "stdout"), pump(process.stderr, "stderr"))
-        await process.wait()
+        await _shell_exit(process)
+        # The shell has ended. Its output is drained unless something that left the
+        # process group still holds the pipes open: then stop reading after a short grace.
+        try:
+            await asyncio.wait_for(asyncio.shield(reader), OUTPUT_GRACE_S)
+        except TimeoutError:
+            log.warning("command %s: output still open after the shell ended", command_id)
     except asyncio.CancelledError:
         cancelled = True
     finally:
         timer.cancel()
         _kill_group(process)  # nothing the command started outlives it
+        if not reader.done():
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+            _close_pipes(process)
     if process.returncode is None:
         await process.wait()
     code = process.returncode if process.returncode is not None else -signal.SIGKILL
@@ -191,6 +216,39 @@ async def run_command(
     if cancelled:
         raise asyncio.CancelledError
     return result
+
+
+async def _shell_exit(process: asyncio.subprocess.Process) -> None:
+    """Wait for the shell process itself to end.
+
+    ``Process.wait()`` also waits until every holder of the output pipes has closed them,
+    which a process that left the group may never do; a pidfd reports the exit alone.
+    """
+    try:
+        handle = os.pidfd_open(process.pid)
+    except (AttributeError, OSError):
+        await process.wait()
+        return
+    loop = asyncio.get_running_loop()
+    ended: asyncio.Future[None] = loop.create_future()
+
+    def on_readable() -> None:
+        if not ended.done():
+            ended.set_result(None)
+
+    loop.add_reader(handle, on_readable)
+    try:
+        await ended
+    finally:
+        loop.remove_reader(handle)
+        os.close(handle)
+
+
+def _close_pipes(process: asyncio.subprocess.Process) -> None:
+    """Stop listening to pipes a straggler keeps open, so the process can be reaped."""
+    transport = getattr(process, "_transport", None)  # asyncio keeps it private
+    if transport is not None:
+        transport.close()
 
 
 def _expire(flag: asyncio.Event, process: asyncio.subprocess.Process) -> Callable[[], Any]:

@@ -32,6 +32,7 @@ from reference_host.storage import ApprovalRow, SessionRow
 from reference_host.tools.agent_tools import (
     AGENT_TOOL_NAMES,
     BASH,
+    EDIT_TOOLS,
     ENTER_PLAN_MODE,
     NEW_CONTEXT,
     PLAN_TOOL_NAMES,
@@ -40,6 +41,7 @@ from reference_host.tools.agent_tools import (
 )
 from reference_host.tools.base import ToolContext, validate_args
 from reference_host.tools.registry import by_name
+from reference_host.workspace import resolve_inside
 
 if TYPE_CHECKING:
     from reference_host.host import Host
@@ -213,9 +215,16 @@ class TurnRunner:
         if self.tasks.get(session_id) is asyncio.current_task():
             del self.tasks[session_id]
 
-    async def settle(self, session_id: str) -> None:
-        """Wait for a turn that has already decided to end (after SubmitPlan) to finish."""
+    async def settle(self, session_id: str, turn_id: str | None) -> None:
+        """Wait for the turn ``turn_id`` to finish, if it is the session's active turn.
+
+        Used for the Plan turn that submitted a plan: it has decided to end and makes no
+        further provider call, so the wait is short. Any other active turn is not waited
+        for (it could be waiting for a permission answer the client has yet to send).
+        """
         task = self.tasks.get(session_id)
+        if turn_id is None or self.host.activity_of(session_id).active_turn_id != turn_id:
+            return
         if task is not None and task is not asyncio.current_task():
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(task)
@@ -374,6 +383,8 @@ class TurnRunner:
         if name == "Bash":
             return await self._bash(session, turn_id, args)
         root = Path(session.workspace_root) if session.workspace_root else None
+        if name in EDIT_TOOLS and root is not None:
+            _refuse_plan_folder(root, str(args.get("path", "")))
         output = await _FILE_TOOLS[name].run(ToolContext(session.id, turn_id, root), args)
         return CallOutcome("ok", output)
 
@@ -422,6 +433,14 @@ class TurnRunner:
             error = HostError("COMMAND_TIMED_OUT", "the command exceeded its timeout")
             return CallOutcome("error", result.summary(), error)
         return CallOutcome("ok", result.summary())
+
+
+def _refuse_plan_folder(root: Path, path: str) -> None:
+    """Plan artifacts are host-owned and immutable (§2, Consequences): no tool edits them."""
+    target = resolve_inside(root, path, must_exist=False)
+    plan_folder = root.resolve() / ".pi" / "plan"
+    if target == plan_folder or target.is_relative_to(plan_folder):
+        raise HostError("TOOL_DENIED", "plan artifacts are immutable; write somewhere else")
 
 
 def _assistant_message(reply: AssistantReply) -> dict[str, Any]:

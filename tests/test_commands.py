@@ -284,7 +284,7 @@ def test_runs_of_stray_continuation_bytes_are_replaced(tmp_path: Path) -> None:
 
 
 def test_multibyte_characters_are_never_split_between_chunks(tmp_path: Path) -> None:
-    text = "a" + "é✓😀" * 30_000 + "\n"
+    text = "a" + "é✓😀" * 20_000 + "\n"  # 180 KB: several chunks, under the output cap
     (tmp_path / "chars.txt").write_text(text, encoding="utf-8")
     result, rec = run("cat chars.txt", tmp_path)
     check_stream(rec, result)
@@ -371,3 +371,11 @@ def test_cancellation_propagates_and_ends_the_whole_process_group(tmp_path: Path
             kill_leftover(pid)
 
     asyncio.run(body())
+
+
+def test_streamed_output_stops_at_the_cap_with_one_marker(tmp_path: Path) -> None:
+    result, rec = run(f"head -c {OUTPUT_CAP_BYTES * 3} /dev/zero | tr '\\0' x", tmp_path)
+    streamed = rec.text("stdout")
+    assert streamed == "x" * OUTPUT_CAP_BYTES + TRUNCATION_MARKER
+    assert streamed.count(TRUNCATION_MARKER) == 1
+    assert result.truncated is True

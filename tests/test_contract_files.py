@@ -121,3 +121,18 @@ def test_summary_schema_is_generated_from_the_models() -> None:
         "schemas/conformance-summary.schema.json is stale: "
         "run python -m conformance.summary_model schemas"
     )
+
+
+def test_reference_host_tools_match_the_published_tool_schemas() -> None:
+    from reference_host.turns import _SPECS
+
+    published = load_json("tools.schema.json")["$defs"]
+    assert set(published) == set(_SPECS)
+    for name, spec in _SPECS.items():
+        assert spec.parameters == published[name], f"{name} drifted from tools.schema.json"
+
+
+def test_plan_and_agent_tool_sets_are_published() -> None:
+    description = load_json("tools.schema.json")["description"]
+    for tool in ("Read", "Glob", "Grep", "BrowserPreview", "Bash", "EnterPlanMode", "SubmitPlan"):
+        assert tool in description

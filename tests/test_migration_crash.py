@@ -36,6 +36,9 @@ from pi_contract import schemas_dir
 DB_FILE = "host.db"
 START_LINE = "migrating storage schema v8 to v10"
 DONE_LINE = "storage schema migrated to v10"
+ROOTPAGES_QUERY = (
+    "SELECT name, rootpage FROM sqlite_schema WHERE tbl_name = 'transcript' ORDER BY name"
+)
 SCHEMA_QUERY = (
     "SELECT type, name, tbl_name, sql FROM sqlite_schema "
     "WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name"
@@ -47,7 +50,7 @@ SMALL_PER_SESSION = 100  # 10 000 transcript rows
 KILL_SEED = 0xAD_0053
 KILL_POINTS = 30
 KILLS_AT_ZERO = 3
-WINDOW_RUNS = 3
+WINDOW_RUNS = 5
 LINE_TIMEOUT_S = 30.0
 EXIT_TIMEOUT_S = 30.0
 STATUS_V8_TO_V10 = {
@@ -66,6 +69,7 @@ class V8Snapshot:
     digest: str
     user_version: int
     schema: list[tuple[Any, ...]]
+    transcript_rootpages: list[tuple[Any, ...]]
     columns: dict[str, list[str]]
     rows: dict[str, list[tuple[Any, ...]]]
 
@@ -110,6 +114,7 @@ def snapshot(path: Path) -> V8Snapshot:
             digest=file_digest(path),
             user_version=conn.execute("PRAGMA user_version").fetchone()[0],
             schema=conn.execute(SCHEMA_QUERY).fetchall(),
+            transcript_rootpages=conn.execute(ROOTPAGES_QUERY).fetchall(),
             columns=columns,
             rows={table: select(conn, table, cols) for table, cols in columns.items()},
         )
@@ -239,7 +244,7 @@ def kill_during_migration(source: Path, data_dir: Path, delay: float) -> None:
         started = lines.wait_for(START_LINE)
         # The deliberate crash point: the seeded delay after the line arrived. Waiting for
         # the process's exit until then (it must not exit by itself) keeps this core free
-        # for the host, and Popen.wait's timeout ends at the deadline to well under 0.1 ms.
+        # for the host; Popen.wait's timeout ends at the deadline to within about 0.1 ms.
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=max(0.0, started + delay - time.perf_counter()))
         proc.send_signal(signal.SIGKILL)
@@ -265,6 +270,8 @@ def outcome(path: Path, pristine: V8Snapshot, v10: list[tuple[Any, ...]]) -> str
             return "v8"
         assert version == 10, f"user_version {version} is neither 8 nor 10"
         assert schema == v10, "a v10 file whose schema is not the published v10 schema"
+        # The transcript and its index are the very b-trees of the v8 file: never rebuilt.
+        assert conn.execute(ROOTPAGES_QUERY).fetchall() == pristine.transcript_rootpages
         for table in V8_TABLES:
             columns = pristine.columns[table]
             assert select(conn, table, columns) == pristine.rows[table], table
@@ -300,7 +307,9 @@ def large_windows(pristine: V8Snapshot, tmp_path_factory: pytest.TempPathFactory
 def test_sigkill_during_migration_leaves_v8_or_complete_v10(
     pristine: V8Snapshot, large_windows: list[float], tmp_path: Path
 ) -> None:
-    window = statistics.median(large_windows)
+    # The slowest of the measured runs, so that the kill range still covers the window
+    # when this machine is busier during the kills than during the measurement.
+    window = max(large_windows)
     rng = random.Random(KILL_SEED)
     delays = [0.0] * KILLS_AT_ZERO + [
         rng.uniform(0.0, 1.5 * window) for _ in range(KILL_POINTS - KILLS_AT_ZERO)
@@ -316,9 +325,10 @@ def test_sigkill_during_migration_leaves_v8_or_complete_v10(
         results.append((delay, outcome(data_dir / DB_FILE, pristine, v10) + "*" * hot))
 
     counts = Counter(result.rstrip("*") for _, result in results)
+    runs = ", ".join(f"{w * 1000:.2f}" for w in large_windows)
     print(  # shown with -s: the measured window and where the kills landed
         f"\nmigration window {window * 1000:.2f} ms "
-        f"(runs: {', '.join(f'{w * 1000:.2f}' for w in large_windows)} ms); "
+        f"(median {statistics.median(large_windows) * 1000:.2f} ms; runs: {runs} ms); "
         f"outcomes {dict(counts)} (* = a non-empty rollback journal was left); "
         + ", ".join(f"{d * 1000:.2f}ms->{r}" for d, r in sorted(results))
     )
@@ -337,7 +347,9 @@ def test_migration_time_does_not_follow_the_transcript(
         f"\nmigration of 100k transcript rows {large * 1000:.2f} ms, "
         f"of 10k rows {small_best * 1000:.2f} ms (best of {WINDOW_RUNS})"
     )
-    assert large < 5 * small_best, (
+    # Without the transcript in it, the cost is the same for both (ratio ~1 here); a
+    # migration that rebuilds the transcript measured 5-6x, one that merely copies it ~4x.
+    assert large < 3 * small_best, (
         f"100k rows took {large * 1000:.2f} ms, 10k rows {small_best * 1000:.2f} ms: "
         "the migration's cost grows with the transcript"
     )

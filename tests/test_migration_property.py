@@ -40,7 +40,7 @@ PERMISSION_MODES = ("ask", "accept-edits", "auto")
 
 # -- strategies -----------------------------------------------------------------------------
 
-text = st.text(st.characters(blacklist_characters="\x00"), max_size=40)
+text = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=40)
 opt_text = st.none() | text
 epoch_ms = st.integers(min_value=0, max_value=2**53)
 json_values = st.recursive(

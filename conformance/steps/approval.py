@@ -228,15 +228,22 @@ def session_mode_and_permission(world: World, mode: str, permission: str) -> Non
 
 @then("the session's permission mode is unchanged")
 def permission_unchanged(world: World) -> None:
-    session = read_session(world)
-    assert session["permissionMode"] == world.sessions["main"]["permissionMode"], session
+    before = world.sessions["main"]["permissionMode"]
+    found = read_session(world)["permissionMode"]
+    assert found == before, f"the session's permission mode changed from {before} to {found}"
+    row = world.storage().rows("sessions", "id = ?", (session_id(world),))[0]
+    assert row["permission_mode"] == before, f"storage shows the session with {row}"
 
 
 @then("the approval selects no permission mode and no execution")
 def approval_without_mode(world: World) -> None:
     approval = latest_approval(world)
-    assert approval["permissionMode"] is None, approval
+    mode = approval["permissionMode"]
+    assert mode is None, f"the approval selects permission mode {mode}: {approval}"
     assert approval["executionId"] is None and approval["executionState"] is None, approval
+    row = world.storage().rows("plan_approvals", "id = ?", (approval["approvalId"],))[0]
+    assert row["permission_mode"] is None, f"the stored approval selects a mode: {row}"
+    assert row["execution_id"] is None and row["execution_state"] is None, row
 
 
 @then(parsers.parse("the approval records permission mode {mode} and an execution"))

@@ -69,6 +69,12 @@ def turn_cancelled(world: World) -> None:
     assert rows and rows[0]["state"] == "cancelled", f"stored turn: {rows}"
 
 
+@then("the turn ends")
+def turn_ends(world: World) -> None:
+    turn_id = world.values["active_turn"]
+    world.rpc.wait_for("turn/ended", lambda p: p["turnId"] == turn_id)
+
+
 @then("the turn is still running")
 def still_running(world: World) -> None:
     session = world.rpc.request("session/get", {"sessionId": session_id(world)})["session"]
@@ -78,10 +84,22 @@ def still_running(world: World) -> None:
 # -- permission questions -----------------------------------------------------------------
 
 
+@given(parsers.re(r"the host asked permission before (?P<tool>\w+)"))
 @then(parsers.re(r"the host asks permission before (?P<tool>\w+)"))
 def asks_permission(world: World, tool: str) -> None:
     since = world.values.get("approve_mark", world.values.get("notes_mark", 0))
-    request = world.rpc.wait_for("permission/requested", lambda p: p["tool"] == tool, since=since)
+    try:
+        request = world.rpc.wait_for(
+            "permission/requested", lambda p: p["tool"] == tool, since=since
+        )
+    except TimeoutError:
+        ran = [
+            n["params"]
+            for n in world.rpc.notifications("turn/toolResult", since)
+            if n["params"]["tool"] == tool
+        ]
+        assert not ran, f"{tool} ran without asking for permission: {ran[0]}"
+        raise
     world.values["permission_request"] = request
 
 
@@ -100,6 +118,13 @@ def execution_ends(world: World) -> None:
         lambda p: p["executionState"] in ("completed", "interrupted"),
         since=since,
     )
+
+
+@then("no permission was given without the user")
+def nothing_ran_without_permission(world: World) -> None:
+    assert not (world.workspace / "notes.txt").exists(), "the Write ran without an answer"
+    session = world.rpc.request("session/get", {"sessionId": session_id(world)})["session"]
+    assert session["activeTurnId"] is not None, "the execution stopped waiting for the user"
 
 
 @then("no permission was asked")

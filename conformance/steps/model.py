@@ -88,6 +88,21 @@ def model_calls_on_path(world: World, tool: str, path: str) -> None:
     )
 
 
+@given(parsers.re(r"the model will try to (?P<tool>write|edit) the plan artifact"))
+def model_tampers(world: World, tool: str) -> None:
+    approvals = world.rpc.request(
+        "approval/list", {"sessionId": world.sessions["main"]["sessionId"]}
+    )["approvals"]
+    assert approvals, "no plan artifact exists yet"
+    path = approvals[-1]["artifact"]["path"]
+    name = tool.capitalize()
+    arguments = _default_arguments(name, path)
+    if name == "Edit":
+        first_line = (world.workspace / path).read_text(encoding="utf-8").splitlines()[0]
+        arguments = {"path": path, "old_string": first_line, "new_string": "# Tampered"}
+    world.provider.enqueue(ToolCallsReply((ScriptedToolCall(name, arguments),)))
+
+
 @given(parsers.re(r"the model will call (?P<tool>\w+)"))
 def model_calls(world: World, tool: str) -> None:
     world.provider.enqueue(ToolCallsReply((ScriptedToolCall(tool, _default_arguments(tool)),)))

@@ -67,6 +67,11 @@ def host_stops(world: World, how: str) -> None:
     crash = {"restarts": False, "crashes and starts again": True}[how]
     world.values["requests_before_restart"] = len(world.provider.requests())
     world.values["initialize"] = world.restart(crash=crash)
+    # Recovery comes before the first answer, and initialize was that answer: what storage
+    # holds now, before any other request, must already be the recovered state.
+    world.values["stored_at_first_answer"] = {
+        table: world.storage().rows(table) for table in ("plan_approvals", "turns")
+    }
     # The very first request after the restart must already see the recovered state.
     world.values["first_read"] = world.rpc.request(
         "approval/list", {"sessionId": session_id(world)}
@@ -76,10 +81,23 @@ def host_stops(world: World, how: str) -> None:
     )["session"]
 
 
+def _stored_at_first_answer(world: World, approval_id: str) -> dict[str, Any]:
+    """The approval's row as storage held it when the restarted host first answered."""
+    rows: list[dict[str, Any]] = world.values["stored_at_first_answer"]["plan_approvals"]
+    found = [r for r in rows if r["id"] == approval_id]
+    assert found, f"storage held no row for {approval_id} when the host first answered"
+    return found[0]
+
+
 @then(parsers.parse("the first answer after the restart shows the approval {status}"))
 def first_answer_shows(world: World, status: str) -> None:
     approvals = world.values["first_read"]
     assert approvals, "after the restart the host lists no approval"
+    stored = _stored_at_first_answer(world, approvals[-1]["approvalId"])
+    assert stored["status"] == status, (
+        f"when the restarted host answered its first request, storage still showed the "
+        f"approval {stored['status']}: recovery did not run before the first answer"
+    )
     assert approvals[-1]["status"] == status, f"the first read shows {approvals[-1]['status']}"
 
 
@@ -87,6 +105,11 @@ def first_answer_shows(world: World, status: str) -> None:
 def first_answer_execution(world: World, state: str) -> None:
     approvals = world.values["first_read"]
     assert approvals, "after the restart the host lists no approval"
+    stored = _stored_at_first_answer(world, approvals[-1]["approvalId"])
+    assert stored["execution_state"] == state, (
+        f"when the restarted host answered its first request, storage still showed the "
+        f"execution {stored['execution_state']}: recovery did not run before the first answer"
+    )
     found = approvals[-1]["executionState"]
     assert found == state, f"the first read shows the execution {found}"
     rows = world.storage().rows("plan_approvals", "id = ?", (approvals[-1]["approvalId"],))
@@ -102,6 +125,9 @@ def idle_after_restart(world: World) -> None:
 
 @then("every turn of the previous process is recorded as ended")
 def no_active_turns(world: World) -> None:
+    stored = world.values["stored_at_first_answer"]["turns"]
+    left = [t for t in stored if t["state"] == "active"]
+    assert not left, f"turns were still active when the restarted host first answered: {left}"
     active = world.storage().rows("turns", "state = 'active'")
     assert not active, f"turns still active after the restart: {active}"
     interrupted = world.storage().rows("turns", "state = 'interrupted'")
@@ -110,6 +136,8 @@ def no_active_turns(world: World) -> None:
 
 @then("nothing from before the restart is replayed")
 def nothing_replayed(world: World) -> None:
+    started = [n["params"] for n in world.rpc.notifications("turn/started")]
+    assert not started, f"the restarted host started turns of its own: {started}"
     before = world.values["requests_before_restart"]
     world.provider.set_fallback(TextReply("Fresh answer."))
     marker = "A fresh request after the restart."
@@ -189,6 +217,13 @@ def no_epoch_column(world: World) -> None:
             columns = world.storage().columns(name)
             named = [c for c in columns if _EPOCH.search(c)]
             assert not named, f"table {name} has epoch columns {named}"
+
+
+@then("no stored setting names a boot epoch")
+def no_epoch_setting(world: World) -> None:
+    keys = [row["key"] for row in world.storage().rows("settings")]
+    named = [key for key in keys if _EPOCH.search(key)]
+    assert not named, f"settings hold {named}"
 
 
 @then("no message from the host carries a boot epoch")
