@@ -112,3 +112,4 @@ Feature: Shells and streamed commands
       Then the turn ended as cancelled
       And the command was cancelled
       And no process the command started is still alive
+      And the command is recorded for audit

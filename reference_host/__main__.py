@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 
 from reference_host.server import serve
@@ -12,5 +14,15 @@ def main() -> int:
     return serve(sys.argv[1:], sys.stdin.buffer, sys.stdout.buffer, sys.stderr)
 
 
+def run() -> None:
+    """Serve, then exit at once: the stdin reader thread may still be blocked in a read
+    (after SIGTERM), and a normal interpreter shutdown would wait on its buffer lock."""
+    status = main()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # the reader may have gone away
+            stream.flush()
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

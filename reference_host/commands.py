@@ -61,6 +61,14 @@ class CommandResult:
         return f"{self.output}\n[{status}]"
 
 
+class CommandCancelledError(asyncio.CancelledError):
+    """The command was cancelled with its turn; carries how it ended, for the audit."""
+
+    def __init__(self, result: CommandResult) -> None:
+        super().__init__("command cancelled")
+        self.result = result
+
+
 def _kill_group(process: asyncio.subprocess.Process) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
@@ -183,6 +191,9 @@ async def run_command(
         timer.cancel()
         _kill_group(process)  # nothing the command started outlives it
         if not reader.done():
+            # The group is gone, so the pipes normally reach end of file at once.
+            await asyncio.wait({reader}, timeout=OUTPUT_GRACE_S)
+        if not reader.done():
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reader
@@ -214,7 +225,7 @@ async def run_command(
         },
     )
     if cancelled:
-        raise asyncio.CancelledError
+        raise CommandCancelledError(result)
     return result
 
 
@@ -245,10 +256,16 @@ async def _shell_exit(process: asyncio.subprocess.Process) -> None:
 
 
 def _close_pipes(process: asyncio.subprocess.Process) -> None:
-    """Stop listening to pipes a straggler keeps open, so the process can be reaped."""
+    """Stop listening to the output pipes a straggler keeps open, so that the shell can be
+    reaped. Only the pipe transports are closed: closing the whole transport would poll
+    (and so reap) the process behind the child watcher's back."""
     transport = getattr(process, "_transport", None)  # asyncio keeps it private
-    if transport is not None:
-        transport.close()
+    if transport is None:
+        return
+    for fd in (1, 2):
+        pipe = transport.get_pipe_transport(fd)
+        if pipe is not None:
+            pipe.close()
 
 
 def _expire(flag: asyncio.Event, process: asyncio.subprocess.Process) -> Callable[[], Any]:

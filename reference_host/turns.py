@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reference_host import shells
-from reference_host.commands import run_command
+from reference_host.commands import CommandCancelledError, CommandResult, run_command
 from reference_host.errors import HostError
 from reference_host.permissions import needs_permission
 from reference_host.provider_client import (
@@ -388,6 +388,9 @@ class TurnRunner:
         output = await _FILE_TOOLS[name].run(ToolContext(session.id, turn_id, root), args)
         return CallOutcome("ok", output)
 
+    async def _audit(self, audit: dict[str, Any], result: CommandResult) -> None:
+        await self.host.storage.record_command(_audit_row(audit, result, self.host.clock.now_ms()))
+
     async def _bash(self, session: SessionRow, turn_id: str, args: dict[str, Any]) -> CallOutcome:
         host = self.host
         if session.workspace_root is None:
@@ -406,33 +409,40 @@ class TurnRunner:
             "cwd": session.workspace_root,
             "started_at": started_at,
         }
-        result = await run_command(
-            shell=shell,
-            command=args["command"],
-            cwd=Path(session.workspace_root),
-            session_id=session.id,
-            turn_id=turn_id,
-            clock=host.clock,
-            notify=host.notify,
-            timeout_ms=args.get("timeout_ms", host.options.command_timeout_ms),
-        )
-        await host.storage.record_command(
-            {
-                "id": result.command_id,
-                **audit,
-                "ended_at": host.clock.now_ms(),
-                "exit_code": result.exit_code,
-                "signal": result.signal,
-                "timed_out": int(result.timed_out),
-                "cancelled": int(result.cancelled),
-                "truncated": int(result.truncated),
-                "duration_ms": result.duration_ms,
-            }
-        )
+        try:
+            result = await run_command(
+                shell=shell,
+                command=args["command"],
+                cwd=Path(session.workspace_root),
+                session_id=session.id,
+                turn_id=turn_id,
+                clock=host.clock,
+                notify=host.notify,
+                timeout_ms=args.get("timeout_ms", host.options.command_timeout_ms),
+            )
+        except CommandCancelledError as cancelled:
+            if not self.stopping:
+                await self._audit(audit, cancelled.result)
+            raise
+        await self._audit(audit, result)
         if result.timed_out:
             error = HostError("COMMAND_TIMED_OUT", "the command exceeded its timeout")
             return CallOutcome("error", result.summary(), error)
         return CallOutcome("ok", result.summary())
+
+
+def _audit_row(audit: dict[str, Any], result: CommandResult, ended_at: int) -> dict[str, Any]:
+    return {
+        "id": result.command_id,
+        **audit,
+        "ended_at": ended_at,
+        "exit_code": result.exit_code,
+        "signal": result.signal,
+        "timed_out": int(result.timed_out),
+        "cancelled": int(result.cancelled),
+        "truncated": int(result.truncated),
+        "duration_ms": result.duration_ms,
+    }
 
 
 def _refuse_plan_folder(root: Path, path: str) -> None:
