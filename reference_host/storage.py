@@ -45,6 +45,36 @@ _SESSION_COLUMNS = (
 )
 
 
+@dataclass(frozen=True)
+class ApprovalRow:
+    """A plan_approvals row (§4: approval status and execution fields in one row)."""
+
+    id: str
+    session_id: str
+    turn_id: str | None
+    title: str
+    question: str
+    artifact_path: str | None
+    artifact_sha256: str | None
+    artifact_bytes: int | None
+    created_at: int
+    expires_at: int
+    status: str
+    status_code: str | None
+    decided_at: int | None
+    permission_mode: str | None
+    execution_id: str | None
+    execution_state: str | None
+    execution_turn_id: str | None
+
+
+APPROVAL_COLUMNS = (
+    "id, session_id, turn_id, title, question, artifact_path, artifact_sha256, artifact_bytes, "
+    "created_at, expires_at, status, status_code, decided_at, permission_mode, execution_id, "
+    "execution_state, execution_turn_id"
+)
+
+
 def _session(row: aiosqlite.Row) -> SessionRow:
     return SessionRow(*row)
 
@@ -348,29 +378,21 @@ class Storage:
                 tuple(task.values()),
             )
 
+    async def _dicts(self, query: str, args: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        """Rows of ``query`` as column -> value mappings."""
+        async with self._conn.execute(query, args) as cursor:
+            names = [column[0] for column in cursor.description]
+            rows = await cursor.fetchall()
+        return [dict(zip(names, row, strict=True)) for row in rows]
+
     async def get_task(self, task_id: str) -> dict[str, Any] | None:
         """One scheduled task as a column -> value mapping, or None."""
-        self._conn.row_factory = aiosqlite.Row
-        try:
-            async with self._conn.execute(
-                "SELECT * FROM scheduled_tasks WHERE id = ?", (task_id,)
-            ) as cursor:
-                row = await cursor.fetchone()
-        finally:
-            self._conn.row_factory = None
-        return dict(row) if row is not None else None
+        rows = await self._dicts("SELECT * FROM scheduled_tasks WHERE id = ?", (task_id,))
+        return rows[0] if rows else None
 
     async def list_tasks(self) -> list[dict[str, Any]]:
         """Every scheduled task, oldest first."""
-        self._conn.row_factory = aiosqlite.Row
-        try:
-            async with self._conn.execute(
-                "SELECT * FROM scheduled_tasks ORDER BY created_at, id"
-            ) as cursor:
-                rows = await cursor.fetchall()
-        finally:
-            self._conn.row_factory = None
-        return [dict(row) for row in rows]
+        return await self._dicts("SELECT * FROM scheduled_tasks ORDER BY created_at, id")
 
     async def update_task(self, task_id: str, changes: dict[str, Any]) -> None:
         """Change some columns of a task."""
@@ -399,50 +421,15 @@ class Storage:
 
     async def last_task_run(self, task_id: str) -> dict[str, Any] | None:
         """The newest run of a task."""
-        self._conn.row_factory = aiosqlite.Row
-        try:
-            async with self._conn.execute(
-                "SELECT * FROM scheduled_task_runs WHERE task_id = ? "
-                "ORDER BY started_at DESC, rowid DESC LIMIT 1",
-                (task_id,),
-            ) as cursor:
-                row = await cursor.fetchone()
-        finally:
-            self._conn.row_factory = None
-        return dict(row) if row is not None else None
+        rows = await self._dicts(
+            "SELECT * FROM scheduled_task_runs WHERE task_id = ? "
+            "ORDER BY started_at DESC, rowid DESC LIMIT 1",
+            (task_id,),
+        )
+        return rows[0] if rows else None
 
 
 def _statements(script: str) -> list[str]:
     """Split a DDL script into statements (the published DDL has no ';' inside literals)."""
     lines = [line for line in script.splitlines() if not line.lstrip().startswith("--")]
     return [part.strip() for part in "\n".join(lines).split(";") if part.strip()]
-
-
-@dataclass(frozen=True)
-class ApprovalRow:
-    """A plan_approvals row (§4: approval status and execution fields in one row)."""
-
-    id: str
-    session_id: str
-    turn_id: str | None
-    title: str
-    question: str
-    artifact_path: str | None
-    artifact_sha256: str | None
-    artifact_bytes: int | None
-    created_at: int
-    expires_at: int
-    status: str
-    status_code: str | None
-    decided_at: int | None
-    permission_mode: str | None
-    execution_id: str | None
-    execution_state: str | None
-    execution_turn_id: str | None
-
-
-APPROVAL_COLUMNS = (
-    "id, session_id, turn_id, title, question, artifact_path, artifact_sha256, artifact_bytes, "
-    "created_at, expires_at, status, status_code, decided_at, permission_mode, execution_id, "
-    "execution_state, execution_turn_id"
-)

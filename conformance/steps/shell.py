@@ -91,15 +91,19 @@ def _exit(world: World) -> dict[str, Any]:
     return world.rpc.wait_for("command/exited", since=since)
 
 
-def _output(world: World, stream: str) -> str:
+def _chunks(world: World) -> list[dict[str, Any]]:
+    """The output notifications of the command that exited, in arrival order."""
     exited = _exit(world)
     since = world.values.get("notes_mark", 0)
-    chunks = [
+    return [
         n["params"]
         for n in world.rpc.notifications("command/output", since)
         if n["params"]["commandId"] == exited["commandId"]
     ]
-    return "".join(c["text"] for c in chunks if c["stream"] == stream)
+
+
+def _output(world: World, stream: str) -> str:
+    return "".join(c["text"] for c in _chunks(world) if c["stream"] == stream)
 
 
 @then(parsers.parse("the command ran in the shell {shell}"))
@@ -116,13 +120,8 @@ def ran_in(world: World, shell: str) -> None:
 
 @then("its output streamed in order with stdout and stderr apart")
 def streamed_in_order(world: World) -> None:
-    exited = _exit(world)
+    chunks = _chunks(world)
     since = world.values.get("notes_mark", 0)
-    chunks = [
-        n["params"]
-        for n in world.rpc.notifications("command/output", since)
-        if n["params"]["commandId"] == exited["commandId"]
-    ]
     seqs = [c["seq"] for c in chunks]
     assert seqs == list(range(len(seqs))), f"output sequence numbers: {seqs}"
     assert _output(world, "stdout") == "out 1\nout 2\n", repr(_output(world, "stdout"))
