@@ -7,9 +7,17 @@ import base64
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from reference_host import state
 from reference_host.artifacts import encode_markdown, read_artifact, write_artifact
 from reference_host.errors import HostError
-from reference_host.state import ApprovalFacts, deadline_for, ensure_decidable, is_expired
+from reference_host.state import (
+    ApprovalFacts,
+    ExecutionState,
+    PermissionMode,
+    deadline_for,
+    ensure_decidable,
+    is_expired,
+)
 from reference_host.storage import ApprovalRow, SessionRow
 
 if TYPE_CHECKING:
@@ -43,7 +51,25 @@ def approval_wire(row: ApprovalRow) -> dict[str, Any]:
 
 
 def _facts(row: ApprovalRow) -> ApprovalFacts:
-    return ApprovalFacts(status=row.status, expires_at=row.expires_at)  # type: ignore[arg-type]
+    return ApprovalFacts(
+        status=row.status,
+        expires_at=row.expires_at,
+        permission_mode=row.permission_mode,
+        execution_id=row.execution_id,
+        execution_state=row.execution_state,
+    )
+
+
+def _with(row: ApprovalRow, facts: ApprovalFacts, **extra: Any) -> ApprovalRow:
+    """``row`` carrying the state machine's decision ``facts``."""
+    return replace(
+        row,
+        status=facts.status,
+        permission_mode=facts.permission_mode,
+        execution_id=facts.execution_id,
+        execution_state=facts.execution_state,
+        **extra,
+    )
 
 
 def _require_text(args: dict[str, Any], field: str) -> str:
@@ -159,7 +185,9 @@ class Approvals:
 
     # -- decisions (§3, §4) -------------------------------------------------------------
 
-    async def approve(self, session_id: str, approval_id: str, mode: str) -> dict[str, Any]:
+    async def approve(
+        self, session_id: str, approval_id: str, mode: PermissionMode
+    ) -> dict[str, Any]:
         """One transaction: session -> Agent with ``mode``, execution queued; then run it."""
         host = self.host
         row = await self.require(session_id, approval_id)
@@ -170,15 +198,8 @@ class Approvals:
             raise HostError("EXECUTION_ACTIVE", "another execution is queued or running")
         session = await host.require_session(session_id)
         now = host.clock.now_ms()
-        approved = replace(
-            row,
-            status="approved",
-            decided_at=now,
-            permission_mode=mode,
-            execution_id=host.new_id("exe"),
-            execution_state="queued",
-        )
-        agent = replace(session, mode="agent", permission_mode=mode, updated_at=now)  # type: ignore[arg-type]
+        approved = _with(row, state.approve(_facts(row), mode, host.new_id("exe")), decided_at=now)
+        agent = replace(session, mode="agent", permission_mode=mode, updated_at=now)
         async with host.storage.transaction() as conn:
             await host.storage.write_approval(conn, approved)
             await host.storage.write_session(conn, agent)
@@ -204,7 +225,7 @@ class Approvals:
         row = await self.require(session_id, approval_id)
         await host.turns.settle(session_id, row.turn_id)
         await self._ensure_decidable(row)
-        rejected = replace(row, status="rejected", decided_at=host.clock.now_ms())
+        rejected = _with(row, state.reject(_facts(row)), decided_at=host.clock.now_ms())
         await host.storage.update_approval(rejected)
         host.set_activity(session_id, pending_approval_id=None)
         host.notify("approval/updated", {"approval": approval_wire(rejected)})
@@ -216,15 +237,21 @@ class Approvals:
     async def execution_running(self, approval_id: str, turn_id: str) -> None:
         """queued -> running, when the execution turn starts."""
         row = await self._execution(approval_id)
-        running = replace(row, execution_state="running", execution_turn_id=turn_id)
+        assert row.execution_state is not None
+        running = replace(
+            row,
+            execution_state=state.advance_execution(row.execution_state, "running"),
+            execution_turn_id=turn_id,
+        )
         await self.host.storage.update_approval(running)
         self._notify_execution(running, turn_id)
         self.host.notify("approval/updated", {"approval": approval_wire(running)})
 
-    async def execution_finished(self, approval_id: str, state: str) -> None:
+    async def execution_finished(self, approval_id: str, final: ExecutionState) -> None:
         """running -> completed | interrupted, when the execution turn ends."""
         row = await self._execution(approval_id)
-        done = replace(row, execution_state=state)
+        assert row.execution_state is not None
+        done = replace(row, execution_state=state.advance_execution(row.execution_state, final))
         await self.host.storage.update_approval(done)
         self.host.set_activity(row.session_id, active_execution_id=None)
         self._notify_execution(done, row.execution_turn_id)

@@ -19,7 +19,7 @@ import aiosqlite
 from pi_contract import STORAGE_SCHEMA_VERSION, schemas_dir
 from reference_host.errors import HostError
 from reference_host.migration import V8, migrate_v8_to_v10
-from reference_host.state import Mode, PermissionMode
+from reference_host.state import ApprovalStatus, ExecutionState, Mode, PermissionMode
 
 DB_FILE = "host.db"
 
@@ -59,12 +59,12 @@ class ApprovalRow:
     artifact_bytes: int | None
     created_at: int
     expires_at: int
-    status: str
+    status: ApprovalStatus
     status_code: str | None
     decided_at: int | None
-    permission_mode: str | None
+    permission_mode: PermissionMode | None
     execution_id: str | None
-    execution_state: str | None
+    execution_state: ExecutionState | None
     execution_turn_id: str | None
 
 

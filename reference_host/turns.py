@@ -28,6 +28,7 @@ from reference_host.provider_client import (
     ToolSpec,
     complete,
 )
+from reference_host.state import ExecutionState
 from reference_host.storage import ApprovalRow, SessionRow
 from reference_host.tools.agent_tools import (
     AGENT_TOOL_NAMES,
@@ -197,7 +198,7 @@ class TurnRunner:
         now = host.clock.now_ms()
         await host.storage.end_turn(turn_id, outcome, now)
         if approval is not None:
-            final = "completed" if outcome == "completed" else "interrupted"
+            final: ExecutionState = "completed" if outcome == "completed" else "interrupted"
             await host.approvals.execution_finished(approval.id, final)
         if on_end is not None:
             await on_end(outcome, error)
