@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+from pathlib import Path
 from typing import Any
 
 from pytest_bdd import given, parsers, then, when
@@ -174,10 +175,10 @@ def _wait_gone(pid: int, timeout: float) -> None:
 
 def _is_zombie(pid: int) -> bool:
     try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:  # noqa: PTH123
-            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
     except OSError:
         return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
 @then("the command's output was truncated")
