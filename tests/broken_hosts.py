@@ -30,12 +30,17 @@ from reference_host.host import Host
 from reference_host.provider_client import ProviderConfig, complete
 from reference_host.rpc import Dispatcher
 from reference_host.server import serve
-from reference_host.state import deadline_for, ensure_idle_for, is_expired
+from reference_host.state import PermissionMode, deadline_for, ensure_idle_for, is_expired
 from reference_host.storage import ApprovalRow, SessionRow, Storage
 from reference_host.tasks import Tasks
 
 Patch = Callable[[], None]
 VARIANTS: dict[str, Patch] = {}
+
+
+def patch(owner: object, name: str, value: object) -> None:
+    """Replace ``owner.name`` in this host process (the variant's one broken piece)."""
+    setattr(owner, name, value)
 
 
 def variant(name: str) -> Callable[[Patch], Patch]:
@@ -55,7 +60,7 @@ def _accepts_protocol_8() -> None:
     async def initialize(self: Host, params: dict[str, Any]) -> dict[str, Any]:
         return await original(self, {**params, "protocolVersion": 9})
 
-    Host.initialize = initialize  # type: ignore[method-assign]
+    patch(Host, "initialize", initialize)
 
 
 @variant("schema-invalid-session")
@@ -67,7 +72,7 @@ def _schema_invalid_session() -> None:
         wire["createdAt"] = "2026-01-01T00:00:00Z"  # the contract says epoch milliseconds
         return wire
 
-    Host.session_wire = session_wire  # type: ignore[method-assign]
+    patch(Host, "session_wire", session_wire)
 
 
 # -- §2: the artifact's bytes -------------------------------------------------------------
@@ -77,12 +82,12 @@ def _schema_invalid_session() -> None:
 def _normalises_line_endings() -> None:
     # Hash and size are computed by write_artifact on these bytes, so they stay consistent
     # with the file: only a comparison with the submitted bytes can notice.
-    original = approvals.encode_markdown  # type: ignore[attr-defined]
+    original = approvals.encode_markdown
 
     def encode_markdown(markdown: str) -> bytes:
         return original(markdown.replace("\r\n", "\n").replace("\r", "\n"))
 
-    approvals.encode_markdown = encode_markdown  # type: ignore[attr-defined]
+    patch(approvals, "encode_markdown", encode_markdown)
 
 
 @variant("prepends-title")
@@ -95,7 +100,7 @@ def _prepends_title() -> None:
         wrapped = f"# {args['title']}\n\n{args['markdown']}"
         return await original(self, session, turn_id, {**args, "markdown": wrapped})
 
-    Approvals.submit = submit  # type: ignore[method-assign]
+    patch(Approvals, "submit", submit)
 
 
 # -- §2: where the artifact goes ----------------------------------------------------------
@@ -151,7 +156,7 @@ def _accepts_submit_plan_beside_another_call() -> None:
             outcomes += await original(self, session, turn_id, (call,), unattended)
         return outcomes
 
-    turns.TurnRunner._run_batch = run_batch  # type: ignore[method-assign]
+    patch(turns.TurnRunner, "_run_batch", run_batch)
 
 
 # -- §2: what the approval records --------------------------------------------------------
@@ -163,7 +168,7 @@ def _store_altered(alter: Callable[[ApprovalRow], ApprovalRow]) -> None:
     async def insert_approval(self: Storage, row: ApprovalRow) -> None:
         await original(self, alter(row))
 
-    Storage.insert_approval = insert_approval  # type: ignore[method-assign]
+    patch(Storage, "insert_approval", insert_approval)
 
 
 WRONG_SHA256 = hashlib.sha256(b"not the artifact").hexdigest()
@@ -184,7 +189,7 @@ def _commits_row_before_flush() -> None:
     # The flush (and its injected failure) happens only after the row is committed, so a
     # failed flush is reported but leaves the committed approval row behind.
     unflushed: dict[str, Path] = {}
-    original_write = approvals.write_artifact  # type: ignore[attr-defined]
+    original_write = approvals.write_artifact
     original_insert = Storage.insert_approval
 
     def write_artifact(root: str, content: bytes, fault: artifacts.FaultCheck) -> Any:
@@ -201,8 +206,8 @@ def _commits_row_before_flush() -> None:
             path.unlink()
             raise HostError("ARTIFACT_WRITE_FAILED", "injected artifact flush failure")
 
-    approvals.write_artifact = write_artifact  # type: ignore[attr-defined]
-    Storage.insert_approval = insert_approval  # type: ignore[method-assign]
+    patch(approvals, "write_artifact", write_artifact)
+    patch(Storage, "insert_approval", insert_approval)
 
 
 # -- §3: the deadline and the decision ----------------------------------------------------
@@ -250,7 +255,7 @@ def _approves_on_timeout() -> None:
         host.notify("approval/updated", {"approval": approvals.approval_wire(approved)})
         await host.publish_session(row.session_id)
 
-    Approvals.expire = expire  # type: ignore[method-assign]
+    patch(Approvals, "expire", expire)
 
 
 @variant("reject-grants-mode")
@@ -265,7 +270,7 @@ def _reject_grants_mode() -> None:
         await self.host.publish_session(session_id)
         return result
 
-    Approvals.reject = reject  # type: ignore[method-assign]
+    patch(Approvals, "reject", reject)
 
 
 @variant("reject-reports-mode")
@@ -281,7 +286,7 @@ def _reject_reports_mode() -> None:
         return wire
 
     approvals.approval_wire = approval_wire
-    host_module.approval_wire = approval_wire  # type: ignore[attr-defined]
+    patch(host_module, "approval_wire", approval_wire)
 
 
 @variant("defaults-missing-permission-mode")
@@ -294,7 +299,7 @@ def _defaults_missing_permission_mode() -> None:
             params = {"permissionMode": "ask", **params}
         return await original(self, method, params)
 
-    Dispatcher._call = call  # type: ignore[method-assign]
+    patch(Dispatcher, "_call", call)
 
 
 # -- §5: what a pending approval allows ---------------------------------------------------
@@ -309,7 +314,7 @@ def _prompt_while_pending() -> None:
         ensure_idle_for(activity, "a new prompt")
         return {"turnId": await self.turns.start(row, "prompt", params["text"])}
 
-    Host.session_prompt = session_prompt  # type: ignore[method-assign]
+    patch(Host, "session_prompt", session_prompt)
 
 
 @variant("shell-change-during-turn")
@@ -328,7 +333,7 @@ def _shell_change_during_turn() -> None:
         await self.storage.update_session(updated)
         return {"session": await self.publish_session(row.id)}
 
-    Host.session_configure = session_configure  # type: ignore[method-assign]
+    patch(Host, "session_configure", session_configure)
 
 
 # -- §4: approval is one transaction, and decides once -------------------------------------
@@ -341,16 +346,16 @@ def _approves_in_two_commits() -> None:
     original = Approvals.approve
 
     async def approve(
-        self: Approvals, session_id: str, approval_id: str, mode: str
+        self: Approvals, session_id: str, approval_id: str, mode: PermissionMode
     ) -> dict[str, Any]:
         row = await self.require(session_id, approval_id)
         if row.status == "pending" and not is_expired(row.expires_at, self.host.clock.now_ms()):
             session = await self.host.require_session(session_id)
-            agent = replace(session, mode="agent", permission_mode=mode)  # type: ignore[arg-type]
+            agent = replace(session, mode="agent", permission_mode=mode)
             await self.host.storage.update_session(agent)
         return await original(self, session_id, approval_id, mode)
 
-    Approvals.approve = approve  # type: ignore[method-assign]
+    patch(Approvals, "approve", approve)
 
 
 @variant("double-approve")
@@ -371,7 +376,7 @@ def _double_approve() -> None:
         self.host.set_activity(session_id, active_execution_id=None)
         return await original_approve(self, session_id, approval_id, mode)
 
-    approvals.Approvals.approve = approve  # type: ignore[method-assign]
+    patch(approvals.Approvals, "approve", approve)
 
 
 @variant("ignores-permission-mode")
@@ -396,19 +401,19 @@ def _ignores_permission_mode() -> None:
             session = replace(session, permission_mode="auto")
         return await original_run_call(self, session, turn_id, call, unattended)
 
-    turns.TurnRunner.start = start  # type: ignore[method-assign]
-    turns.TurnRunner._run_call = run_call  # type: ignore[method-assign]
+    patch(turns.TurnRunner, "start", start)
+    patch(turns.TurnRunner, "_run_call", run_call)
 
 
 @variant("keeps-old-permission-mode")
 def _keeps_old_permission_mode() -> None:
     # Approval switches the session to Agent but keeps the permission mode it had before.
-    approving: dict[str, str] = {}
+    approving: dict[str, PermissionMode] = {}
     original_approve = Approvals.approve
     original_write = Storage.write_session
 
     async def approve(
-        self: Approvals, session_id: str, approval_id: str, mode: str
+        self: Approvals, session_id: str, approval_id: str, mode: PermissionMode
     ) -> dict[str, Any]:
         approving[session_id] = (await self.host.require_session(session_id)).permission_mode
         try:
@@ -418,11 +423,11 @@ def _keeps_old_permission_mode() -> None:
 
     async def write_session(conn: aiosqlite.Connection, session: SessionRow) -> None:
         if session.id in approving:
-            session = replace(session, permission_mode=approving[session.id])  # type: ignore[arg-type]
+            session = replace(session, permission_mode=approving[session.id])
         await original_write(conn, session)
 
-    Approvals.approve = approve  # type: ignore[method-assign]
-    Storage.write_session = staticmethod(write_session)  # type: ignore[method-assign]
+    patch(Approvals, "approve", approve)
+    patch(Storage, "write_session", staticmethod(write_session))
 
 
 # -- §4: restart recovery -----------------------------------------------------------------
@@ -460,8 +465,8 @@ def _replays_queued_execution() -> None:
             prompt = approvals._execution_prompt(row, content)
             await host.turns.start(session, "execution", prompt)
 
-    Storage.recover = recover  # type: ignore[method-assign]
-    Tasks.schedule_all = schedule_all  # type: ignore[method-assign]
+    patch(Storage, "recover", recover)
+    patch(Tasks, "schedule_all", schedule_all)
 
 
 @variant("answers-before-recovery")
@@ -485,8 +490,8 @@ def _answers_before_recovery() -> None:
         handled += 1
         await original_handle(self, frame)
 
-    Storage.recover = recover  # type: ignore[method-assign]
-    Dispatcher.handle = handle  # type: ignore[method-assign]
+    patch(Storage, "recover", recover)
+    patch(Dispatcher, "handle", handle)
 
 
 @variant("interrupted-execution-back-to-plan")
@@ -506,18 +511,18 @@ def _interrupted_execution_back_to_plan() -> None:
                 )
         return counts
 
-    Storage.recover = recover  # type: ignore[method-assign]
+    patch(Storage, "recover", recover)
 
 
 def _open_then(action: Callable[[Storage], Any]) -> None:
-    original = Storage.open.__func__  # type: ignore[attr-defined]
+    original = Storage.open.__func__
 
     async def open_storage(cls: type[Storage], data_dir: Path) -> Storage:
         storage: Storage = await original(cls, data_dir)
         await action(storage)
         return storage
 
-    Storage.open = classmethod(open_storage)  # type: ignore[method-assign, assignment]
+    patch(Storage, "open", classmethod(open_storage))
 
 
 @variant("stores-boot-epoch")
@@ -581,7 +586,7 @@ def _before_plan_refusal(work: Callable[[Tasks, dict[str, Any]], Any]) -> None:
             await work(self, row)
         return await original(self, row)
 
-    Tasks.run = run  # type: ignore[method-assign]
+    patch(Tasks, "run", run)
 
 
 @variant("calls-provider-before-refusing-plan-task")
@@ -630,7 +635,7 @@ def _kills_only_direct_child() -> None:
     def kill_shell(process: asyncio.subprocess.Process) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(process.pid, signal.SIGKILL)
-        transport = process._transport  # type: ignore[attr-defined]
+        transport = process._transport
         for fd in (1, 2):
             pipe = transport.get_pipe_transport(fd)
             if pipe is not None:
