@@ -330,17 +330,21 @@ class Storage:
 
     # -- command audit ------------------------------------------------------------------
 
-    async def record_command(self, values: dict[str, Any]) -> None:
-        """Insert or complete a command_audit row (keyed by ``id``)."""
+    async def _upsert(self, table: str, values: dict[str, Any]) -> None:
+        """Insert a row keyed by ``id``, or update the existing one, in one transaction."""
         columns = ", ".join(values)
         placeholders = ", ".join("?" for _ in values)
         updates = ", ".join(f"{c} = excluded.{c}" for c in values if c != "id")
         async with self.transaction() as conn:
             await conn.execute(
-                f"INSERT INTO command_audit ({columns}) VALUES ({placeholders}) "
+                f"INSERT INTO {table} ({columns}) VALUES ({placeholders}) "
                 f"ON CONFLICT (id) DO UPDATE SET {updates}",
                 tuple(values.values()),
             )
+
+    async def record_command(self, values: dict[str, Any]) -> None:
+        """Insert or complete a command_audit row (keyed by ``id``)."""
+        await self._upsert("command_audit", values)
 
     # -- startup recovery (§4) ----------------------------------------------------------
 
@@ -410,14 +414,7 @@ class Storage:
 
     async def record_task_run(self, run: dict[str, Any]) -> None:
         """Insert or update a scheduled_task_runs row (keyed by ``id``)."""
-        columns = ", ".join(run)
-        updates = ", ".join(f"{c} = excluded.{c}" for c in run if c != "id")
-        async with self.transaction() as conn:
-            await conn.execute(
-                f"INSERT INTO scheduled_task_runs ({columns}) "
-                f"VALUES ({', '.join('?' * len(run))}) ON CONFLICT (id) DO UPDATE SET {updates}",
-                tuple(run.values()),
-            )
+        await self._upsert("scheduled_task_runs", run)
 
     async def last_task_run(self, task_id: str) -> dict[str, Any] | None:
         """The newest run of a task."""
