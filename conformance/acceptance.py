@@ -19,7 +19,7 @@ from typing import Final
 from pytest_bdd.parser import FeatureParser
 
 from conformance.docgen import template_environment, write_or_check
-from conformance.requirements import REQUIREMENT_TAG, Requirement, catalog, sort_key
+from conformance.requirements import REQUIREMENT_TAG, Requirement, active_catalog, sort_key
 from pi_contract import features_dir
 
 DEFAULT_OUTPUT: Final = Path(__file__).resolve().parent.parent / "docs" / "acceptance.md"
@@ -94,7 +94,7 @@ def render_acceptance() -> str:
             for requirement_id in scenario.requirements:
                 by_requirement[requirement_id].append(scenario)
     sections: dict[str, list[Requirement]] = defaultdict(list)
-    for requirement in sorted(catalog().values(), key=lambda r: sort_key(r.id)):
+    for requirement in sorted(active_catalog().values(), key=lambda r: sort_key(r.id)):
         sections[requirement.section].append(requirement)
     return (
         template_environment()

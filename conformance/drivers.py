@@ -25,10 +25,37 @@ from typing import BinaryIO, Protocol, TextIO, cast
 
 ServeFn = Callable[[Sequence[str], BinaryIO, BinaryIO, TextIO], int]
 
+# The harness plays the model provider, so the host needs no real key; a recognisable
+# dummy lets the harness check that the key is never stored or echoed.
+DUMMY_API_KEY = "pi-conformance-dummy-key-not-a-secret"
+
 HOST_ENTRY_POINT_GROUP = "pi_conformance.hosts"
 DEFAULT_HOST_CMD = (sys.executable, "-m", "reference_host")
 STOP_TIMEOUT = 15.0
 _STDERR_LIMIT = 256 * 1024
+
+
+@dataclass(frozen=True)
+class ExitInfo:
+    """Whether a host is still running and, if not, how it ended."""
+
+    running: bool
+    status: int | None = None
+    signal: int | None = None
+
+    def describe(self) -> str:
+        """A phrase such as 'exited with status 3' or 'was killed by signal 9'."""
+        if self.running:
+            return "is still running"
+        if self.signal is not None:
+            return f"was killed by signal {self.signal}"
+        if self.status is not None:
+            return f"exited with status {self.status}"
+        return "stopped"
+
+
+class HostStartError(RuntimeError):
+    """The host command could not be started at all (for example, it does not exist)."""
 
 
 class RunningHost(Protocol):
@@ -48,8 +75,8 @@ class RunningHost(Protocol):
         """What the host wrote to stderr so far (the tail, when it was long)."""
         ...
 
-    def stop(self) -> int | None:
-        """Close stdin and wait for a clean exit; return the exit status."""
+    def stop(self, timeout: float = ...) -> int | None:
+        """Close stdin and wait (up to ``timeout`` s) for a clean exit; return its status."""
         ...
 
     def crash(self) -> None:
@@ -59,6 +86,10 @@ class RunningHost(Protocol):
     @property
     def supports_crash(self) -> bool:
         """Whether :meth:`crash` is a real abrupt stop for this driver."""
+        ...
+
+    def exit_info(self) -> ExitInfo:
+        """Whether the host still runs, and how it ended if not."""
         ...
 
 
@@ -131,14 +162,20 @@ class SubprocessHost:
         self._stderr = _TailBuffer()
         self._token = uuid.uuid4().hex
         env = {**env, TOKEN_VARIABLE: self._token}
-        self.process = subprocess.Popen(
-            [*command, "--data-dir", str(data_dir), "--conformance"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            start_new_session=True,
-        )
+        argv = [*command, "--data-dir", str(data_dir), "--conformance"]
+        try:
+            self.process = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise HostStartError(
+                f"cannot start the host command {shlex.join(command)!r}: {exc.strerror}"
+            ) from exc
         assert self.process.stderr is not None
         self._drain = threading.Thread(
             target=self._pump_stderr, args=(self.process.stderr,), daemon=True
@@ -162,15 +199,21 @@ class SubprocessHost:
     def stderr_text(self) -> str:
         return self._stderr.text()
 
-    def stop(self) -> int | None:
+    def exit_info(self) -> ExitInfo:
+        code = self.process.poll()
+        if code is None:
+            return ExitInfo(running=True)
+        return ExitInfo(False, signal=-code) if code < 0 else ExitInfo(False, status=code)
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> int | None:
         with contextlib.suppress(OSError, ValueError):
             self.to_host.close()
         try:
-            return self.process.wait(STOP_TIMEOUT)
+            return self.process.wait(timeout)
         except subprocess.TimeoutExpired:
             self.process.terminate()
             try:
-                self.process.wait(STOP_TIMEOUT)
+                self.process.wait(timeout)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
@@ -210,7 +253,7 @@ class SubprocessDriver:
         return cls(tuple(shlex.split(command_line)))
 
     def start(self, data_dir: Path, extra_env: dict[str, str] | None = None) -> RunningHost:
-        env = {**os.environ, **(extra_env or {})}
+        env = {**os.environ, "OPENAI_API_KEY": DUMMY_API_KEY, **(extra_env or {})}
         return SubprocessHost(self.command, data_dir, env)
 
 
@@ -254,10 +297,15 @@ class InProcessHost:
     def stderr_text(self) -> str:
         return self._stderr.text()
 
-    def stop(self) -> int | None:
+    def exit_info(self) -> ExitInfo:
+        if self._thread.is_alive():
+            return ExitInfo(running=True)
+        return ExitInfo(False, status=self.returncode)
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> int | None:
         with contextlib.suppress(OSError):
             self._to_host.close()
-        self._thread.join(STOP_TIMEOUT)
+        self._thread.join(timeout)
         for pid in _processes_with_token(self._token):
             if pid != os.getpid():
                 with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -301,4 +349,6 @@ class InProcessDriver:
     def start(self, data_dir: Path, extra_env: dict[str, str] | None = None) -> RunningHost:
         if extra_env:
             raise NotImplementedByDriverError("the in-process driver cannot set host env vars")
+        # The host shares this process's environment; it gets the same dummy key.
+        os.environ["OPENAI_API_KEY"] = DUMMY_API_KEY
         return InProcessHost(self.serve, data_dir)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pi_contract import features_dir
 
-REQUIREMENT_TAG = re.compile(r"^(R[1-7]\.\d+|C\d+)$")
+REQUIREMENT_TAG = re.compile(r"^(R[1-7]\.\d+|C\d+|P\d+)$")
 _TAG_LINE = re.compile(r"^\s*(@\S+(?:\s+@\S+)*)\s*$")
 
 
@@ -23,6 +23,17 @@ class Requirement:
     text: str
     area: str
     pending: str | None = None
+    retired_by: str | None = None
+
+    @property
+    def kind(self) -> str:
+        """``adr`` for R-ids, ``consequence`` for C-ids, ``project`` for P-ids."""
+        return {"R": "adr", "C": "consequence", "P": "project"}[self.id[0]]
+
+    @property
+    def active(self) -> bool:
+        """False once the requirement was retired in favour of another ID."""
+        return self.retired_by is None
 
 
 @cache
@@ -39,6 +50,7 @@ def catalog(path: Path | None = None) -> dict[str, Requirement]:
             text=raw["text"],
             area=raw["area"],
             pending=raw.get("pending"),
+            retired_by=raw.get("retired_by"),
         )
         if requirement.id in entries:
             raise ValueError(f"requirement {requirement.id} is listed twice")
@@ -46,10 +58,17 @@ def catalog(path: Path | None = None) -> dict[str, Requirement]:
     return entries
 
 
+def active_catalog() -> dict[str, Requirement]:
+    """The requirements a host is judged by (retired ones left out)."""
+    return {key: value for key, value in catalog().items() if value.active}
+
+
 def sort_key(requirement_id: str) -> tuple[int, int, int]:
-    """R-ids by section then number, C-ids after them."""
+    """R-ids by section then number, then C-ids, then P-ids."""
     if requirement_id.startswith("C"):
         return (1, 0, int(requirement_id[1:]))
+    if requirement_id.startswith("P"):
+        return (2, 0, int(requirement_id[1:]))
     section, number = requirement_id[1:].split(".")
     return (0, int(section), int(number))
 

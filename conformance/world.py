@@ -1,17 +1,34 @@
-"""Per-scenario state: the host under test, its client, the workspace and what happened."""
+"""Per-scenario state: the host under test, its client, the workspace and what happened.
+
+The state steps share is typed: cursors into the host's notifications and the provider's
+requests, what was submitted, what was seen at creation and after a restart. Cursors are
+positions in the scenario's whole notification history, across host restarts, so a mark
+taken before a restart still means "from here on" after it.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from conformance.client import HostClient, RpcError
+from conformance.client import HarnessError, HostClient, Predicate, RpcError
 from conformance.contract import Violation
 from conformance.drivers import HostDriver, RunningHost
 from conformance.mock_provider import MockProvider
 from conformance.storage_inspector import StorageInspector
+
+T = TypeVar("T")
+
+
+def need(value: T | None, what: str) -> T:
+    """``value``, or a harness error: a step ran before the step that provides ``what``."""
+    if value is None:
+        raise HarnessError(f"the scenario has no {what} yet: a step is missing before this one")
+    return value
 
 
 @dataclass
@@ -51,6 +68,76 @@ class Outcome:
 
 
 @dataclass
+class Cursors:
+    """Where the interesting part of the notification and provider histories starts."""
+
+    turn: int = 0  # notifications, from the start of the last prompt, run or raw input
+    approve: int = 0  # notifications, from the last approve
+    provider_turn: int = 0  # provider requests, from the start of the last prompt or run
+    provider_approve: int = 0  # provider requests, from the last approve
+    provider_restart: int = 0  # provider requests, from the last restart
+    restart: int = 0  # notifications, from the last restart
+
+
+@dataclass(frozen=True)
+class SubmittedPlan:
+    """What the scripted model submitted through SubmitPlan."""
+
+    title: str
+    markdown: str
+    question: str
+
+
+@dataclass
+class PlanState:
+    """The plan of the scenario and its approval as seen at different moments."""
+
+    submitted: list[SubmittedPlan] = field(default_factory=list)
+    approval: dict[str, Any] | None = None  # the approval the steps act on
+    at_creation: dict[str, Any] | None = None  # the approval as first seen
+    clock_at_creation: int | None = None
+    reloaded: dict[str, Any] | None = None  # the approval a reloaded client read
+    concurrent_responses: list[dict[str, Any]] = field(default_factory=list)
+    permission_request: dict[str, Any] | None = None
+
+
+@dataclass
+class RestartObservation:
+    """What the first answers of a restarted host showed."""
+
+    stored_at_first_answer: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    approvals: list[dict[str, Any]] = field(default_factory=list)
+    session: dict[str, Any] | None = None
+
+
+@dataclass
+class SeededDatabase:
+    """A database the scenario arranged before the host started."""
+
+    tables: dict[str, list[tuple[Any, ...]]] = field(default_factory=dict)
+    digest: str | None = None
+    refusal: str | None = None  # why the host stopped instead of serving
+
+
+@dataclass
+class Arrangement:
+    """Files and folders the scenario arranged on disk."""
+
+    workspace_before: dict[str, str] = field(default_factory=dict)
+    outside: Path | None = None
+    other_project: Path | None = None
+    earlier_artifacts: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class TaskState:
+    """The scheduled task of the scenario and its last run."""
+
+    task: dict[str, Any] | None = None
+    run: dict[str, Any] | None = None
+
+
+@dataclass
 class World:
     """Everything one scenario works with. Created fresh for every scenario."""
 
@@ -63,16 +150,32 @@ class World:
     client: HostClient | None = None
     sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
     outcome: Outcome = field(default_factory=Outcome)
+    handshake: dict[str, Any] | None = None
+    cursors: Cursors = field(default_factory=Cursors)
+    plan: PlanState = field(default_factory=PlanState)
+    restart_seen: RestartObservation = field(default_factory=RestartObservation)
+    seeded: SeededDatabase = field(default_factory=SeededDatabase)
+    arranged: Arrangement = field(default_factory=Arrangement)
+    tasks: TaskState = field(default_factory=TaskState)
+    active_turn: str | None = None
+    last_turn_end: dict[str, Any] | None = None
+    raw_frames_sent: int = 0
     retired_violations: list[Violation] = field(default_factory=list)
     retired_messages: list[Any] = field(default_factory=list)
+    retired_notifications: list[dict[str, Any]] = field(default_factory=list)
+    retired_transcript: list[Any] = field(default_factory=list)
     stderr_log: list[str] = field(default_factory=list)
-    values: dict[str, Any] = field(default_factory=dict)
+    exits: list[Any] = field(default_factory=list)
+    started_at: float = field(default_factory=time.monotonic)
+    deadline_s: float = 0.0
+    aborted: threading.Event = field(default_factory=threading.Event)
 
     # -- host lifecycle -----------------------------------------------------------------
 
     def start_host(self) -> RunningHost:
         """Start a host on this scenario's data dir (stopping none: call stop first)."""
         assert self.host is None, "a host is already running"
+        self.data_dir.mkdir(parents=True, exist_ok=True)
         self.host = self.driver.start(self.data_dir)
         self.client = HostClient(self.host, self.timeout)
         return self.host
@@ -90,10 +193,25 @@ class World:
             self.client.close()
             self.retired_violations.extend(self.client.violations)
             self.retired_messages.extend(self.client.received)
+            self.retired_notifications.extend(self.client.notifications())
+            transcript = getattr(self.client, "transcript", None)
+            if callable(transcript):
+                self.retired_transcript.extend(transcript())
         self.stderr_log.append(self.host.stderr_text())
+        self.exits.append(_exit_of(self.host))
         self.host = None
         self.client = None
         return status
+
+    def abort(self) -> None:
+        """Stop the host at once because the scenario ran out of time."""
+        self.aborted.set()
+        if self.host is not None:
+            with contextlib.suppress(Exception):
+                if self.host.supports_crash:
+                    self.host.crash()
+                else:
+                    self.host.stop()
 
     @property
     def rpc(self) -> HostClient:
@@ -105,7 +223,8 @@ class World:
         """Start a host if needed and perform the v9 handshake."""
         if self.host is None:
             self.start_host()
-        return self.rpc.initialize()
+        self.handshake = self.rpc.initialize()
+        return self.handshake
 
     def attempt(self, method: str, params: dict[str, Any] | None = None) -> Outcome:
         """Send a request and record its result or canonical error as the outcome."""
@@ -114,6 +233,49 @@ class World:
         except RpcError as error:
             self.outcome = Outcome(error=error)
         return self.outcome
+
+    def restart(self, crash: bool = False) -> dict[str, Any]:
+        """Stop the host (abruptly with ``crash``), start a new one on the same data dir,
+        and open the connection."""
+        self.stop_host(crash=crash)
+        self.provider.release_stalls()
+        self.start_host()
+        self.handshake = self.rpc.initialize()
+        return self.handshake
+
+    def capabilities(self) -> dict[str, Any]:
+        """The capabilities the host announced in its last handshake."""
+        assert self.handshake is not None, "the client has not opened the connection"
+        capabilities: dict[str, Any] = self.handshake["capabilities"]
+        return capabilities
+
+    # -- notifications across restarts ----------------------------------------------------
+
+    def mark(self) -> int:
+        """A cursor: notifications from now on have an index >= this value."""
+        live = self.client.mark() if self.client is not None else 0
+        return len(self.retired_notifications) + live
+
+    def notifications(self, method: str | None = None, since: int = 0) -> list[dict[str, Any]]:
+        """Notifications of every host process of this scenario from ``since`` on."""
+        live = self.client.notifications() if self.client is not None else []
+        found = [*self.retired_notifications, *live][since:]
+        return [n for n in found if method is None or n["method"] == method]
+
+    def wait_for(
+        self,
+        method: str,
+        predicate: Predicate = lambda _params: True,
+        since: int = 0,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Wait for a notification from ``since`` on; earlier hosts' notifications count."""
+        for note in self.notifications(method, since):
+            if predicate(note.get("params", {})):
+                params: dict[str, Any] = note.get("params", {})
+                return params
+        live_since = max(0, since - len(self.retired_notifications))
+        return self.rpc.wait_for(method, predicate, since=live_since, timeout=timeout)
 
     # -- observations -------------------------------------------------------------------
 
@@ -127,18 +289,25 @@ class World:
         live = self.client.received if self.client is not None else []
         return [*self.retired_messages, *live]
 
-    def restart(self, crash: bool = False) -> dict[str, Any]:
-        """Stop the host (abruptly with ``crash``), start a new one on the same data dir,
-        and open the connection."""
-        self.stop_host(crash=crash)
-        self.provider.release_stalls()
-        self.start_host()
-        return self.rpc.initialize()
+    def transcript(self) -> list[Any]:
+        """Every protocol line of this scenario, both directions, across restarts."""
+        live: list[Any] = []
+        if self.client is not None:
+            transcript = getattr(self.client, "transcript", None)
+            if callable(transcript):
+                live = list(transcript())
+        return [*self.retired_transcript, *live]
 
     def stderr(self) -> str:
         """All host stderr of this scenario."""
         live = [self.host.stderr_text()] if self.host is not None else []
         return "\n".join([*self.stderr_log, *live])
+
+    def last_exit(self) -> Any:
+        """How the current host (or the last one) ended, as the driver reports it."""
+        if self.host is not None:
+            return _exit_of(self.host)
+        return self.exits[-1] if self.exits else None
 
     def storage(self) -> StorageInspector:
         """A read-only view of the host's database."""
@@ -148,3 +317,8 @@ class World:
         """Stop everything this scenario started."""
         with contextlib.suppress(Exception):
             self.stop_host()
+
+
+def _exit_of(host: RunningHost) -> Any:
+    exit_info = getattr(host, "exit_info", None)
+    return exit_info() if callable(exit_info) else None

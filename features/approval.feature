@@ -44,7 +44,7 @@ Feature: Approving and rejecting a plan
       And no execution was started
 
     @R3.4 @R4.6 @C4
-    Scenario Outline: Approving switches the session to Agent with the chosen mode
+    Scenario Outline: Approving switches the session to Agent with the chosen mode (<mode>)
       When the user approves the plan with permission mode <mode>
       Then the session is in Agent mode with permission mode <mode>
       And the approval records permission mode <mode> and an execution

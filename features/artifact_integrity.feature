@@ -10,7 +10,7 @@ Feature: Immutable host-written plan artifacts
   Rule: The artifact holds the submitted bytes unchanged (§2)
 
     @R2.1 @R2.7
-    Scenario Outline: Markdown is stored byte for byte
+    Scenario Outline: Markdown is stored byte for byte (<sample>)
       Given a session for the project in Plan mode
       And the model will submit a plan whose markdown has <sample>
       When the user asks for a plan
@@ -100,7 +100,7 @@ Feature: Immutable host-written plan artifacts
       Then the artifact file is read-only
 
     @C10
-    Scenario Outline: The agent cannot change an artifact while executing the plan
+    Scenario Outline: The agent cannot change an artifact while executing the plan (<change>)
       Given a plan titled "Keep me" is awaiting approval
       And the model will try to <change> the plan artifact
       When the user approves the plan with permission mode auto
@@ -124,7 +124,7 @@ Feature: Immutable host-written plan artifacts
   Rule: A doubtful location or a failed write creates nothing (§2)
 
     @R2.12
-    Scenario Outline: No artifact and no approval when the plan folder is unsafe
+    Scenario Outline: No artifact and no approval when the plan folder is unsafe (<arrangement>)
       Given <arrangement>
       And a session for the project in Plan mode
       And the model will submit a plan titled "Unsafe"

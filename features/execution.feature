@@ -17,9 +17,9 @@ Feature: Executing an approved plan
       And the execution runs to completion
       And the session is in Agent mode with permission mode auto
 
-  Rule: The selected permission mode decides what asks first (§3, Consequences)
+  Rule: The selected permission mode decides what asks first (§3, project rule P7)
 
-    @C4
+    @P7
     Scenario: With ask, a file change waits for the user's permission
       Given the model will call Write on "notes.txt"
       When the user approves the plan with permission mode ask
@@ -28,7 +28,7 @@ Feature: Executing an approved plan
       Then the execution ends
       And the project file "notes.txt" contains "written by the model"
 
-    @C4
+    @P7
     Scenario: With ask, a denied file change changes nothing
       Given the model will call Write on "notes.txt"
       When the user approves the plan with permission mode ask
@@ -37,7 +37,7 @@ Feature: Executing an approved plan
       Then the execution ends
       And the project has no file "notes.txt"
 
-    @C4
+    @P7
     Scenario: With accept-edits, file changes run without asking
       Given the model will call Write on "notes.txt"
       When the user approves the plan with permission mode accept-edits
@@ -45,7 +45,7 @@ Feature: Executing an approved plan
       And no permission was asked
       And the project file "notes.txt" contains "written by the model"
 
-    @C4
+    @P7
     Scenario: With accept-edits, commands still ask
       Given the model will run the command "echo ran > ran.txt"
       When the user approves the plan with permission mode accept-edits
@@ -54,7 +54,7 @@ Feature: Executing an approved plan
       Then the execution ends
       And the project file "ran.txt" contains "ran"
 
-    @C4
+    @P7
     Scenario: With auto, nothing asks
       Given the model will run the command "echo ran > ran.txt"
       When the user approves the plan with permission mode auto

@@ -5,7 +5,7 @@ Feature: Protocol handshake and storage version
 
   Rule: The host speaks protocol version 9 and nothing else (§7)
 
-    @R7.1 @R7.14
+    @R7.1 @P5
     Scenario: A client speaking version 9 is accepted
       Given a freshly started host
       When the client opens the connection asking for protocol version 9

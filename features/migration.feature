@@ -40,7 +40,7 @@ Feature: Upgrading storage from v8 to v10
   Rule: Versions the host does not know are refused and left alone (§7)
 
     @R7.4
-    Scenario Outline: An unsupported schema version is refused
+    Scenario Outline: An unsupported schema version is refused (<version>)
       Given a data directory with a database at schema version <version>
       When the host starts on that data directory
       Then the host refuses to start with STORAGE_SCHEMA_UNSUPPORTED

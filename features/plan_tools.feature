@@ -34,7 +34,7 @@ Feature: What the agent may do while planning
   Rule: The host itself refuses Write, Edit, plugin tools and unknown tools while planning (§1)
 
     @R1.5
-    Scenario Outline: A change the model attempts while planning is refused
+    Scenario Outline: A change the model attempts while planning is refused (<tool>)
       Given the project has a file "notes.txt" containing "original"
       And a session for the project in Plan mode
       And the model will call <tool> on "notes.txt"

@@ -15,7 +15,7 @@ Feature: A restart interrupts, and never replays
   Rule: A pending approval is interrupted and its session stays in Plan (§4)
 
     @R4.10 @R4.13
-    Scenario Outline: A pending approval is interrupted by a restart
+    Scenario Outline: A pending approval is interrupted by a restart (<stops>)
       Given a plan titled "Waiting" is awaiting approval
       When the host <stops>
       Then the first answer after the restart shows the approval interrupted
@@ -35,7 +35,7 @@ Feature: A restart interrupts, and never replays
   Rule: A queued or running execution is interrupted and its session stays in Agent (§4)
 
     @R4.10 @R4.14 @C8
-    Scenario Outline: An approved execution still in the queue is interrupted
+    Scenario Outline: An approved execution still in the queue is interrupted (<stops>)
       Given a plan titled "Queued" is awaiting approval
       And the host will hold the next approved execution in the queue
       And the user approved the plan with permission mode auto
@@ -54,7 +54,7 @@ Feature: A restart interrupts, and never replays
         | crashes and starts again |
 
     @R4.10 @R4.11 @R4.14 @C8
-    Scenario Outline: A running execution is interrupted
+    Scenario Outline: A running execution is interrupted (<stops>)
       Given a plan titled "Running" is awaiting approval
       And the model will take its time to answer during the execution
       And the user approved the plan with permission mode auto
@@ -77,7 +77,7 @@ Feature: A restart interrupts, and never replays
   Rule: Nothing is replayed after a restart (§4, Consequences)
 
     @R4.12 @C3
-    Scenario Outline: A command that was running is not run again
+    Scenario Outline: A command that was running is not run again (<stops>)
       Given a plan titled "Append once" is awaiting approval
       And the model will run the command "echo once >> log.txt; echo started; sleep 1000"
       And the user approved the plan with permission mode auto
@@ -96,7 +96,7 @@ Feature: A restart interrupts, and never replays
         | crashes and starts again |
 
     @R4.12 @R4.11
-    Scenario Outline: A half-streamed answer is not asked for again
+    Scenario Outline: A half-streamed answer is not asked for again (<stops>)
       Given a plan titled "Streaming" is awaiting approval
       And the model will stream "Working on step one" and then take its time
       And the user approved the plan with permission mode auto
@@ -115,7 +115,7 @@ Feature: A restart interrupts, and never replays
         | crashes and starts again |
 
     @R4.12 @R4.11
-    Scenario Outline: A Plan turn in progress is interrupted, not resumed
+    Scenario Outline: A Plan turn in progress is interrupted, not resumed (<stops>)
       Given a session for the project in Plan mode
       And the model is in the middle of a Plan turn
       When the host <stops>

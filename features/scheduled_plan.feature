@@ -58,9 +58,9 @@ Feature: Scheduled tasks never plan unattended
       When 10 minutes pass on the host clock
       Then the run completes unattended
 
-  Rule: Unattended runs cannot wait for a permission answer (§6)
+  Rule: Unattended runs cannot wait for a permission answer (§6, project rule P8)
 
-    @R6.3
+    @P8
     Scenario: A tool call that needs permission is refused in an unattended run
       Given a scheduled task in Agent mode for the project with permission mode ask
       And the model will call Write on "notes.txt"

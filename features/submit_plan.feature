@@ -21,7 +21,7 @@ Feature: Submitting a plan
   Rule: SubmitPlan must be the only tool call of its message (§1)
 
     @R1.6
-    Scenario Outline: A plan submitted beside another call is refused as a whole
+    Scenario Outline: A plan submitted beside another call is refused as a whole (<tool>)
       Given the project has a file "notes.txt" containing "original"
       And a session for the project in Plan mode
       And the model will submit a plan together with a <tool> call
@@ -49,7 +49,7 @@ Feature: Submitting a plan
   Rule: The input is exactly title, markdown and question, all text (§1)
 
     @R1.8
-    Scenario Outline: A malformed submission is refused and creates nothing
+    Scenario Outline: A malformed submission is refused and creates nothing (<arguments>)
       Given a session for the project in Plan mode
       And the model will submit a plan with the input <arguments>
       When the user asks for a plan

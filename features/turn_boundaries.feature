@@ -38,7 +38,7 @@ Feature: One active turn, configuration only while idle
       And the session is in Agent mode
 
     @R5.3 @R5.6
-    Scenario Outline: Changing the configuration during a turn is refused
+    Scenario Outline: Changing the configuration during a turn is refused (<setting>)
       Given a session for the project
       And the model takes its time to answer
       And the user started a turn

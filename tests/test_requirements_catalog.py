@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import re
 
-from conformance.requirements import REQUIREMENT_TAG, catalog, feature_tags, tagged_ids
+from conformance.requirements import (
+    REQUIREMENT_TAG,
+    active_catalog,
+    catalog,
+    feature_tags,
+    tagged_ids,
+)
 from pi_contract import features_dir
 
 AREAS = {
@@ -35,7 +41,7 @@ def test_ids_are_well_formed_and_sequential() -> None:
         head, _, number = (
             requirement_id.rpartition(".")
             if "." in requirement_id
-            else ("C", "", requirement_id[1:])
+            else (requirement_id[0], "", requirement_id[1:])
         )
         by_section.setdefault(head, []).append(int(number))
     for section, numbers in by_section.items():
@@ -43,15 +49,26 @@ def test_ids_are_well_formed_and_sequential() -> None:
 
 
 def test_every_tag_names_a_known_requirement() -> None:
-    known = set(catalog())
+    known = set(active_catalog())
+    retired = {r.id: r.retired_by for r in catalog().values() if not r.active}
     for feature, tags in feature_tags().items():
+        stale = {tag: retired[tag] for tag in tags if tag in retired}
+        assert not stale, f"{feature} tags retired requirements (use their successors): {stale}"
         unknown = tags - known
         assert not unknown, f"{feature} tags unknown requirements {sorted(unknown)}"
 
 
+def test_a_retired_requirement_names_an_active_successor() -> None:
+    active = active_catalog()
+    for requirement in catalog().values():
+        if not requirement.active:
+            assert requirement.retired_by in active, requirement
+            assert not requirement.pending, requirement
+
+
 def test_every_requirement_has_a_scenario_or_a_pending_area() -> None:
     tagged = tagged_ids()
-    uncovered = [r.id for r in catalog().values() if r.id not in tagged and not r.pending]
+    uncovered = [r.id for r in active_catalog().values() if r.id not in tagged and not r.pending]
     assert not uncovered, f"requirements with neither scenario nor pending area: {uncovered}"
 
 

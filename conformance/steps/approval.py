@@ -6,16 +6,22 @@ from typing import Any
 
 from pytest_bdd import given, parsers, then, when
 
+from conformance.capabilities import require_fault_point
 from conformance.steps.model import default_markdown, script_plan
 from conformance.steps.plan import latest_approval, run_prompt
 from conformance.steps.sessions import create_session_in_mode, read_session, session_id
-from conformance.world import Outcome, World
+from conformance.world import Outcome, World, need
 
 APPROVAL_TTL_MS = 30 * 60 * 1000
 
 
+def _created(world: World) -> dict[str, Any]:
+    """The approval as it was when the host created it."""
+    return need(world.plan.at_creation, "approval seen at creation")
+
+
 def _approval_ref(world: World) -> dict[str, str]:
-    approval = world.values.get("approval") or latest_approval(world)
+    approval = world.plan.approval or latest_approval(world)
     return {"sessionId": session_id(world), "approvalId": approval["approvalId"]}
 
 
@@ -37,9 +43,9 @@ def plan_awaiting(world: World, title: str) -> None:
     assert ended["outcome"] == "completed", f"the Plan turn ended {ended}"
     approval = latest_approval(world)
     assert approval["status"] == "pending", f"the plan is not pending: {approval}"
-    world.values["approval"] = approval
-    world.values["first_seen"] = dict(approval)
-    world.values["clock_at_creation"] = world.rpc.request("conformance/clock/get", {})["now"]
+    world.plan.approval = approval
+    world.plan.at_creation = dict(approval)
+    world.plan.clock_at_creation = world.rpc.request("conformance/clock/get", {})["now"]
 
 
 # -- decisions ----------------------------------------------------------------------------
@@ -47,8 +53,8 @@ def plan_awaiting(world: World, title: str) -> None:
 
 def approve(world: World, mode: str) -> Outcome:
     """Approve the current plan with ``mode``; remember where notifications start."""
-    world.values["approve_mark"] = world.rpc.mark()
-    world.values["requests_before_approve"] = len(world.provider.requests())
+    world.cursors.approve = world.mark()
+    world.cursors.provider_approve = len(world.provider.requests())
     return world.attempt("approval/approve", {**_approval_ref(world), "permissionMode": mode})
 
 
@@ -95,8 +101,8 @@ def approve_twice(world: World, mode: str) -> None:
         }
         for _ in range(2)
     ]
-    world.values["approve_mark"] = world.rpc.mark()
-    world.values["double"] = world.rpc.call_together(messages)
+    world.cursors.approve = world.mark()
+    world.plan.concurrent_responses = world.rpc.call_together(messages)
 
 
 @when(parsers.parse("a stale client approves the plan with permission mode {mode}"))
@@ -109,8 +115,7 @@ def stale_approve(world: World, mode: str) -> None:
 
 @given(parsers.parse("the host will fail to commit the next approval"))
 def arm_commit_fault(world: World) -> None:
-    offered = world.values["initialize"]["capabilities"]["faultInjection"]
-    assert "approvalCommit" in offered, "the host does not offer the approvalCommit fault point"
+    require_fault_point(world, "approvalCommit")
     world.rpc.request("conformance/fault/arm", {"fault": "approvalCommit"})
 
 
@@ -127,19 +132,19 @@ def minutes_pass(world: World, minutes: int) -> None:
 @given(parsers.parse("the clock reached {offset} the deadline"))
 def clock_near_deadline(world: World, offset: str) -> None:
     deltas = {"one millisecond before": -1, "exactly": 0, "one millisecond after": 1}
-    target = world.values["first_seen"]["expiresAt"] + deltas[offset]
+    target = _created(world)["expiresAt"] + deltas[offset]
     world.rpc.request("conformance/clock/set", {"now": target})
 
 
 @given("the client reloads and reads the approval again")
 @when("the client reloads and reads the approval again")
 def reload(world: World) -> None:
-    world.values.pop("approval", None)
+    world.plan.approval = None
     sessions = world.rpc.request("session/list", {})["sessions"]
     assert sessions, "after the reload the host lists no session"
     pending = [s for s in sessions if s["pendingApprovalId"]]
     assert pending, "after the reload no session shows a pending approval"
-    world.values["reloaded"] = world.rpc.request(
+    world.plan.reloaded = world.rpc.request(
         "approval/get",
         {"sessionId": pending[0]["sessionId"], "approvalId": pending[0]["pendingApprovalId"]},
     )["approval"]
@@ -159,8 +164,8 @@ def approval_status(world: World, status: str) -> None:
 @then("the approval shows its title, question, artifact, absolute expiry and status")
 def approval_card(world: World) -> None:
     approval = latest_approval(world)
-    submitted = world.values["submitted"][-1]
-    assert approval["title"] == submitted["title"] and approval["question"] == submitted["question"]
+    submitted = world.plan.submitted[-1]
+    assert approval["title"] == submitted.title and approval["question"] == submitted.question
     assert approval["artifact"]["path"].startswith(".pi/plan/")
     assert approval["expiresAt"] > 1_000_000_000_000, "expiresAt is not an absolute timestamp"
     assert approval["status"] == "pending"
@@ -168,8 +173,8 @@ def approval_card(world: World) -> None:
 
 @then("the approval expires 30 minutes after the host created it")
 def expires_in_30(world: World) -> None:
-    approval = world.values["first_seen"]
-    clock = world.values["clock_at_creation"]
+    approval = _created(world)
+    clock = world.plan.clock_at_creation
     assert approval["createdAt"] == clock, (
         f"createdAt {approval['createdAt']} is not the host clock {clock}"
     )
@@ -181,21 +186,23 @@ def expires_in_30(world: World) -> None:
 
 @then("the deadline is unchanged")
 def deadline_unchanged(world: World) -> None:
-    first = world.values["first_seen"]["expiresAt"]
-    now = (world.values.get("reloaded") or latest_approval(world))["expiresAt"]
+    first = _created(world)["expiresAt"]
+    now = (world.plan.reloaded or latest_approval(world))["expiresAt"]
     assert now == first, f"the deadline moved from {first} to {now}"
     row = world.storage().rows(
-        "plan_approvals", "id = ?", (world.values["first_seen"]["approvalId"],)
+        "plan_approvals",
+        "id = ?",
+        (_created(world)["approvalId"],),
     )
     assert row[0]["expires_at"] == first, f"the stored deadline moved to {row[0]['expires_at']}"
 
 
 @then("the approval expired with PLAN_APPROVAL_TIMEOUT")
 def expired_with_timeout(world: World) -> None:
-    approval_id = world.values["first_seen"]["approvalId"]
+    approval_id = _created(world)["approvalId"]
     notes = [
         n["params"]["approval"]
-        for n in world.rpc.notifications("approval/updated")
+        for n in world.notifications("approval/updated")
         if n["params"]["approval"]["approvalId"] == approval_id
     ]
     assert notes and notes[-1]["status"] == "expired", f"no expiry was announced: {notes}"
@@ -209,8 +216,8 @@ def expired_with_timeout(world: World) -> None:
 def no_execution(world: World) -> None:
     for row in world.storage().rows("plan_approvals"):
         assert row["execution_id"] is None and row["execution_state"] is None, row
-    assert not world.rpc.notifications("execution/updated"), "an execution was announced"
-    kinds = [n["params"]["kind"] for n in world.rpc.notifications("turn/started")]
+    assert not world.notifications("execution/updated"), "an execution was announced"
+    kinds = [n["params"]["kind"] for n in world.notifications("turn/started")]
     assert "execution" not in kinds, kinds
 
 
@@ -260,13 +267,13 @@ def approval_records_execution(world: World, mode: str) -> None:
 @then("the execution runs to completion")
 def execution_completes(world: World) -> None:
     world.outcome.require_result()
-    mark = world.values["approve_mark"]
-    done = world.rpc.wait_for(
+    mark = world.cursors.approve
+    done = world.wait_for(
         "execution/updated", lambda p: p["executionState"] == "completed", since=mark
     )
     states = [
         n["params"]["executionState"]
-        for n in world.rpc.notifications("execution/updated", mark)
+        for n in world.notifications("execution/updated", mark)
         if n["params"]["executionId"] == done["executionId"]
     ]
     assert states == ["queued", "running", "completed"], f"execution went through {states}"
@@ -276,22 +283,22 @@ def execution_completes(world: World) -> None:
 
 @then("the same agent runs the approved plan")
 def same_agent_runs_plan(world: World) -> None:
-    mark = world.values["approve_mark"]
-    started = world.rpc.wait_for("turn/started", lambda p: p["kind"] == "execution", since=mark)
+    mark = world.cursors.approve
+    started = world.wait_for("turn/started", lambda p: p["kind"] == "execution", since=mark)
     assert started["sessionId"] == session_id(world), started
     assert started["approvalId"] == _approval_ref(world)["approvalId"], started
-    requests = world.provider.wait_for_requests(world.values["requests_before_approve"] + 1)
-    first = requests[world.values["requests_before_approve"]]
+    requests = world.provider.wait_for_requests(world.cursors.provider_approve + 1)
+    first = requests[world.cursors.provider_approve]
     approval = latest_approval(world)
     text = "\n".join(str(m.get("content")) for m in first.messages if m.get("role") == "user")
-    markdown = world.values["submitted"][-1]["markdown"]
+    markdown = world.plan.submitted[-1].markdown
     assert approval["artifact"]["path"] in text, "the model was not told the artifact path"
     assert markdown.strip() in text, "the model was not given the plan's content"
 
 
 @then("exactly one of the two approvals succeeded")
 def one_of_two(world: World) -> None:
-    responses = world.values["double"]
+    responses = world.plan.concurrent_responses
     succeeded = [r for r in responses if "result" in r]
     failed = [r for r in responses if "error" in r]
     assert len(succeeded) == 1, f"{len(succeeded)} approvals succeeded: {responses}"
@@ -317,6 +324,6 @@ def nothing_changed(world: World) -> None:
 
 @then(parsers.parse("the model received no new request"))
 def no_new_request(world: World) -> None:
-    before = world.values.get("requests_before_approve", world.values.get("requests_before", 0))
+    before = max(world.cursors.provider_approve, world.cursors.provider_turn)
     after = world.provider.requests()
     assert len(after) == before, f"the model was called {len(after) - before} more time(s)"

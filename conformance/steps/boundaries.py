@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from pytest_bdd import given, parsers, then, when
 
 from conformance.mock_provider import StallReply, TextReply
 from conformance.steps.sessions import MODES, _create, session_id
-from conformance.world import World
+from conformance.world import World, need
 
 
 @given("the model takes its time to answer")
@@ -22,9 +21,9 @@ def model_stalls(world: World) -> None:
 def start_turn(world: World) -> None:
     world.provider.set_fallback(TextReply("Done."))
     before = len(world.provider.requests())
-    world.values["notes_mark"] = world.rpc.mark()
+    world.cursors.turn = world.mark()
     turn = world.rpc.request("session/prompt", {"sessionId": session_id(world), "text": "Go."})
-    world.values["active_turn"] = turn["turnId"]
+    world.active_turn = turn["turnId"]
     world.provider.wait_for_requests(before + 1, timeout=world.timeout)
 
 
@@ -62,8 +61,8 @@ def try_cancel(world: World) -> None:
 
 @then("the turn ended as cancelled")
 def turn_cancelled(world: World) -> None:
-    turn_id = world.values["active_turn"]
-    ended = world.rpc.wait_for("turn/ended", lambda p: p["turnId"] == turn_id)
+    turn_id = world.active_turn
+    ended = world.wait_for("turn/ended", lambda p: p["turnId"] == turn_id)
     assert ended["outcome"] == "cancelled", f"the turn ended {ended['outcome']}"
     rows = world.storage().rows("turns", "id = ?", (turn_id,))
     assert rows and rows[0]["state"] == "cancelled", f"stored turn: {rows}"
@@ -71,14 +70,14 @@ def turn_cancelled(world: World) -> None:
 
 @then("the turn ends")
 def turn_ends(world: World) -> None:
-    turn_id = world.values["active_turn"]
-    world.rpc.wait_for("turn/ended", lambda p: p["turnId"] == turn_id)
+    turn_id = world.active_turn
+    world.wait_for("turn/ended", lambda p: p["turnId"] == turn_id)
 
 
 @then("the turn is still running")
 def still_running(world: World) -> None:
     session = world.rpc.request("session/get", {"sessionId": session_id(world)})["session"]
-    assert session["activeTurnId"] == world.values["active_turn"], session
+    assert session["activeTurnId"] == world.active_turn, session
 
 
 # -- permission questions -----------------------------------------------------------------
@@ -87,33 +86,31 @@ def still_running(world: World) -> None:
 @given(parsers.re(r"the host asked permission before (?P<tool>\w+)"))
 @then(parsers.re(r"the host asks permission before (?P<tool>\w+)"))
 def asks_permission(world: World, tool: str) -> None:
-    since = world.values.get("approve_mark", world.values.get("notes_mark", 0))
+    since = max(world.cursors.approve, world.cursors.turn)
     try:
-        request = world.rpc.wait_for(
-            "permission/requested", lambda p: p["tool"] == tool, since=since
-        )
+        request = world.wait_for("permission/requested", lambda p: p["tool"] == tool, since=since)
     except TimeoutError:
         ran = [
             n["params"]
-            for n in world.rpc.notifications("turn/toolResult", since)
+            for n in world.notifications("turn/toolResult", since)
             if n["params"]["tool"] == tool
         ]
         assert not ran, f"{tool} ran without asking for permission: {ran[0]}"
         raise
-    world.values["permission_request"] = request
+    world.plan.permission_request = request
 
 
 @when(parsers.parse("the user {decision} it"))
 def answer_permission(world: World, decision: str) -> None:
-    request = world.values["permission_request"]
+    request = need(world.plan.permission_request, "permission question")
     answer = {"allows": "allow", "denies": "deny"}[decision]
     world.rpc.request("permission/respond", {"requestId": request["requestId"], "decision": answer})
 
 
 @then("the execution ends")
 def execution_ends(world: World) -> None:
-    since = world.values["approve_mark"]
-    world.rpc.wait_for(
+    since = world.cursors.approve
+    world.wait_for(
         "execution/updated",
         lambda p: p["executionState"] in ("completed", "interrupted"),
         since=since,
@@ -129,8 +126,8 @@ def nothing_ran_without_permission(world: World) -> None:
 
 @then("no permission was asked")
 def no_permission(world: World) -> None:
-    since = world.values.get("approve_mark", 0)
-    asked = world.rpc.notifications("permission/requested", since)
+    since = world.cursors.approve
+    asked = world.notifications("permission/requested", since)
     assert not asked, f"the host asked: {[a['params']['tool'] for a in asked]}"
 
 
@@ -155,7 +152,7 @@ def second_session(world: World, name: str) -> None:
     other = world.workspace.parent / "other-project"
     other.mkdir(exist_ok=True)
     (other / name).write_text("secret of the other project\n", encoding="utf-8")
-    world.values["other_project"] = other
+    world.arranged.other_project = other
     _create(world, "other", workspaceRoot=str(other)).require_result()
 
 
@@ -163,13 +160,13 @@ def second_session(world: World, name: str) -> None:
 def read_other(world: World, path: str) -> None:
     from conformance.mock_provider import ScriptedToolCall, ToolCallsReply
 
-    other: Path = world.values["other_project"]
+    other = need(world.arranged.other_project, "second project")
     world.provider.enqueue(ToolCallsReply((ScriptedToolCall("Read", {"path": str(other / path)}),)))
 
 
 @when("the user approves the plan through the second session")
 def approve_through_other(world: World) -> None:
-    approval = world.values["approval"]
+    approval = need(world.plan.approval, "approval")
     world.attempt(
         "approval/approve",
         {
@@ -183,11 +180,10 @@ def approve_through_other(world: World) -> None:
 @then("every notification about a turn names the session that owns it")
 def scoped_notifications(world: World) -> None:
     owners = {
-        n["params"]["turnId"]: n["params"]["sessionId"]
-        for n in world.rpc.notifications("turn/started")
+        n["params"]["turnId"]: n["params"]["sessionId"] for n in world.notifications("turn/started")
     }
     assert owners, "no turn was started"
-    for note in world.rpc.notifications():
+    for note in world.notifications():
         params = note.get("params", {})
         turn_id = params.get("turnId")
         if turn_id in owners:

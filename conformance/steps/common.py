@@ -16,7 +16,7 @@ def fresh_host(world: World) -> None:
 
 @given("a connected client")
 def connected_client(world: World) -> None:
-    world.values["initialize"] = world.connect()
+    world.connect()
 
 
 @when(parsers.parse("the client opens the connection asking for protocol version {version:d}"))
@@ -80,35 +80,35 @@ def database_wal(world: World) -> None:
 @when("the client sends a line that is not JSON")
 def send_not_json(world: World) -> None:
     world.rpc.send_raw(b"{this is not json\n")
-    world.values["raw_sent"] = 1
+    world.raw_frames_sent += 1
 
 
 @when("the client sends a line that is not UTF-8")
 def send_not_utf8(world: World) -> None:
     world.rpc.send_raw(b'{"jsonrpc":"2.0","id":7,"method":"session/list","params":{"\xff":1}}\n')
-    world.values["raw_sent"] = 1
+    world.raw_frames_sent += 1
 
 
 @when("the client sends a JSON value that is not a request object")
 def send_not_object(world: World) -> None:
     world.rpc.send_raw(b"[1,2,3]\n")
-    world.values["raw_sent"] = 1
+    world.raw_frames_sent += 1
 
 
 @when("the client sends a line larger than the host's frame limit")
 def send_oversized(world: World) -> None:
-    limit = world.values["initialize"]["capabilities"]["maxFrameBytes"]
+    limit = world.capabilities()["maxFrameBytes"]
     padding = "x" * (limit + 1024)
     line = json.dumps(
         {"jsonrpc": "2.0", "id": 99, "method": "session/list", "params": {"pad": padding}}
     )
     world.rpc.send_raw(line.encode() + b"\n")
-    world.values["raw_sent"] = 1
+    world.raw_frames_sent += 1
 
 
 @then(parsers.parse("the host answers it with {code}"))
 def raw_answered_with(world: World, code: str) -> None:
-    responses = world.rpc.wait_unmatched(world.values.get("raw_sent", 1))
+    responses = world.rpc.wait_unmatched(world.raw_frames_sent or 1)
     last = responses[-1]
     assert "error" in last, f"expected an error response, got {last}"
     found = last["error"].get("data", {}).get("code")

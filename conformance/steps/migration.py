@@ -25,8 +25,8 @@ def _db(world: World) -> Path:
 )
 def v8_database(world: World, sessions: int) -> None:
     seed_v8(_db(world), sessions, 40)
-    world.values["v8"] = {table: table_rows(_db(world), table) for table in V8_TABLES}
-    world.values["digest"] = file_digest(_db(world))
+    world.seeded.tables = {table: table_rows(_db(world), table) for table in V8_TABLES}
+    world.seeded.digest = file_digest(_db(world))
 
 
 @given(parsers.parse('the v8 database already holds a table named "{name}"'))
@@ -34,8 +34,8 @@ def conflicting_table(world: World, name: str) -> None:
     with closing(sqlite3.connect(_db(world))) as conn:
         conn.execute(f"CREATE TABLE {name} (unrelated TEXT)")
         conn.commit()
-    world.values["v8"] = {table: table_rows(_db(world), table) for table in V8_TABLES}
-    world.values["digest"] = file_digest(_db(world))
+    world.seeded.tables = {table: table_rows(_db(world), table) for table in V8_TABLES}
+    world.seeded.digest = file_digest(_db(world))
 
 
 @given(parsers.parse("a data directory with a database at schema version {version:d}"))
@@ -46,22 +46,22 @@ def other_version(world: World, version: int) -> None:
         conn.execute("INSERT INTO sessions VALUES ('kept')")
         conn.execute(f"PRAGMA user_version = {version}")
         conn.commit()
-    world.values["digest"] = file_digest(_db(world))
+    world.seeded.digest = file_digest(_db(world))
 
 
 @when("the host starts on that data directory")
 def host_starts(world: World) -> None:
     world.start_host()
     try:
-        world.values["initialize"] = world.rpc.initialize()
-        world.values["refused"] = None
+        world.handshake = world.rpc.initialize()
+        world.seeded.refusal = None
     except HostStoppedError as stopped:
-        world.values["refused"] = str(stopped)
+        world.seeded.refusal = str(stopped)
 
 
 @then(parsers.parse("the host refuses to start with {code}"))
 def refuses(world: World, code: str) -> None:
-    assert world.values["refused"] is not None, "the host served requests"
+    assert world.seeded.refusal is not None, "the host served requests"
     said = [m for m in world.rpc.unmatched if "error" in m]
     status = world.stop_host()
     assert status not in (0, None), f"the host exited with status {status}"
@@ -73,7 +73,7 @@ def refuses(world: World, code: str) -> None:
 
 @then("the database file is exactly as it was")
 def file_unchanged(world: World) -> None:
-    assert file_digest(_db(world)) == world.values["digest"], "the database file changed"
+    assert file_digest(_db(world)) == world.seeded.digest, "the database file changed"
 
 
 @then(parsers.parse("the database is at schema version {version:d}"))
@@ -84,7 +84,7 @@ def at_version(world: World, version: int) -> None:
 
 @then("the sessions, transcript, settings and scheduled tasks survived exactly")
 def survived(world: World) -> None:
-    for table, before in world.values["v8"].items():
+    for table, before in world.seeded.tables.items():
         columns = len(before[0]) if before else 0
         after = [row[:columns] for row in table_rows(_db(world), table)]
         assert after == before, (
@@ -105,5 +105,5 @@ def legacy_approvals(world: World) -> None:
 def sessions_readable(world: World) -> None:
     sessions = world.rpc.request("session/list", {})["sessions"]
     ids = {s["sessionId"] for s in sessions}
-    expected = {row[0] for row in world.values["v8"]["sessions"]}
+    expected = {row[0] for row in world.seeded.tables["sessions"]}
     assert expected <= ids, f"missing sessions {expected - ids}"

@@ -7,7 +7,7 @@ from typing import Any
 from pytest_bdd import given, parsers
 
 from conformance.mock_provider import ScriptedToolCall, TextReply, ToolCallsReply
-from conformance.world import World
+from conformance.world import SubmittedPlan, World
 
 DEFAULT_QUESTION = "Shall I go ahead?"
 
@@ -44,9 +44,7 @@ def submit_plan_call(
 def script_plan(world: World, title: str, markdown: str, question: str = DEFAULT_QUESTION) -> None:
     """Script one SubmitPlan answer and remember what was submitted."""
     world.provider.enqueue(ToolCallsReply((submit_plan_call(title, markdown, question),)))
-    world.values.setdefault("submitted", []).append(
-        {"title": title, "markdown": markdown, "question": question}
-    )
+    world.plan.submitted.append(SubmittedPlan(title, markdown, question))
 
 
 @given(parsers.parse('the model will submit a plan titled "{title}"'))

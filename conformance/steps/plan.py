@@ -12,9 +12,10 @@ from typing import Any
 
 from pytest_bdd import given, parsers, then, when
 
+from conformance.capabilities import require_fault_point
 from conformance.mock_provider import TextReply
 from conformance.steps.sessions import session_id
-from conformance.world import World
+from conformance.world import World, need
 
 ARTIFACT_PATH = re.compile(r"^\.pi/plan/[^/]+\.md$")
 
@@ -49,12 +50,12 @@ def project_file(world: World, path: str, text: str) -> None:
 def outside_folder(world: World) -> None:
     outside = world.workspace.parent / "outside"
     outside.mkdir(exist_ok=True)
-    world.values["outside"] = outside
+    world.arranged.outside = outside
 
 
 def _outside(world: World) -> Path:
     outside_folder(world)
-    outside: Path = world.values["outside"]
+    outside = need(world.arranged.outside, "folder outside the project")
     return outside
 
 
@@ -86,7 +87,7 @@ def earlier_artifacts(world: World, count: int) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for index in range(count):
         (folder / f"earlier-{index}.md").write_text(f"# Earlier plan {index}\n", encoding="utf-8")
-    world.values["earlier"] = snapshot(folder)
+    world.arranged.earlier_artifacts = snapshot(folder)
 
 
 @given("the project folder has been deleted")
@@ -97,11 +98,7 @@ def project_deleted(world: World) -> None:
 @given(parsers.parse("the host will fail to {point} the next artifact"))
 def arm_fault(world: World, point: str) -> None:
     fault = {"write": "artifactWrite", "flush": "artifactFlush"}[point]
-    offered = world.values["initialize"]["capabilities"]["faultInjection"]
-    assert fault in offered, (
-        f"the host does not offer the {fault!r} fault point (capabilities.faultInjection); "
-        "this scenario cannot be checked without it"
-    )
+    require_fault_point(world, fault)
     world.rpc.request("conformance/fault/arm", {"fault": fault})
 
 
@@ -111,16 +108,14 @@ def arm_fault(world: World, point: str) -> None:
 def run_prompt(world: World, text: str) -> dict[str, Any]:
     """Prompt the session and wait for that turn to end; return its turn/ended params."""
     world.provider.set_fallback(TextReply("Done."))  # closes the turn if the host asks again
-    world.values["before"] = snapshot(world.workspace)
-    world.values["notes_mark"] = world.rpc.mark()
-    world.values["requests_before"] = len(world.provider.requests())
+    world.arranged.workspace_before = snapshot(world.workspace)
+    world.cursors.turn = world.mark()
+    world.cursors.provider_turn = len(world.provider.requests())
     turn_id = world.rpc.request("session/prompt", {"sessionId": session_id(world), "text": text})[
         "turnId"
     ]
-    ended = world.rpc.wait_for(
-        "turn/ended", lambda p: p["turnId"] == turn_id, since=world.values["notes_mark"]
-    )
-    world.values["turn"] = ended
+    ended = world.wait_for("turn/ended", lambda p: p["turnId"] == turn_id, since=world.cursors.turn)
+    world.last_turn_end = ended
     return ended
 
 
@@ -170,10 +165,10 @@ def open_artifact(world: World) -> None:
 
 
 def _tool_results(world: World, tool: str) -> list[dict[str, Any]]:
-    since = world.values.get("notes_mark", 0)
+    since = world.cursors.turn
     return [
         n["params"]
-        for n in world.rpc.notifications("turn/toolResult", since)
+        for n in world.notifications("turn/toolResult", since)
         if n["params"]["tool"] == tool
     ]
 
@@ -181,7 +176,7 @@ def _tool_results(world: World, tool: str) -> list[dict[str, Any]]:
 @then(parsers.parse("the tools offered to the model are exactly {names}"))
 def offered_exactly(world: World, names: str) -> None:
     expected = sorted(name.strip() for name in names.replace(" and ", ", ").split(","))
-    requests = world.provider.requests()[world.values.get("requests_before", 0) :]
+    requests = world.provider.requests()[world.cursors.provider_turn :]
     assert requests, "the host made no request to the model provider"
     for request in requests:
         assert sorted(request.tool_names) == expected, (
@@ -209,10 +204,10 @@ def call_denied(world: World, tool: str, verdict: str, code: str) -> None:
 
 @then(parsers.parse("every call of that message was refused with {code}"))
 def whole_batch_refused(world: World, code: str) -> None:
-    since = world.values.get("notes_mark", 0)
-    results = [n["params"] for n in world.rpc.notifications("turn/toolResult", since)]
+    since = world.cursors.turn
+    results = [n["params"] for n in world.notifications("turn/toolResult", since)]
     assert len(results) >= 2, f"expected a result for each call of the batch, got {results}"
-    asked = world.rpc.notifications("permission/requested", since)
+    asked = world.notifications("permission/requested", since)
     assert not asked, f"a call of the refused batch asked for permission: {asked}"
     first_batch = results[:2]
     for result in first_batch:
@@ -223,12 +218,12 @@ def whole_batch_refused(world: World, code: str) -> None:
 @then("nothing in the project changed")
 def project_unchanged(world: World) -> None:
     now = snapshot(world.workspace)
-    assert now == world.values["before"], _diff(world.values["before"], now)
+    assert now == world.arranged.workspace_before, _diff(world.arranged.workspace_before, now)
 
 
 @then("the folder outside the project is still empty")
 def outside_empty(world: World) -> None:
-    outside: Path = world.values["outside"]
+    outside = need(world.arranged.outside, "folder outside the project")
     assert list(outside.iterdir()) == [], f"the host wrote outside: {list(outside.iterdir())}"
 
 
@@ -240,7 +235,7 @@ def _diff(before: dict[str, str], after: dict[str, str]) -> str:
 
 
 def _approval_notifications(world: World) -> list[dict[str, Any]]:
-    return [n["params"]["approval"] for n in world.rpc.notifications("approval/updated")]
+    return [n["params"]["approval"] for n in world.notifications("approval/updated")]
 
 
 @then("no approval exists")
@@ -257,13 +252,10 @@ def no_approval(world: World) -> None:
 
 @then(parsers.parse("the turn ended with {code}"))
 def turn_failed_with(world: World, code: str) -> None:
-    error = world.values["turn"].get("error") or {}
+    error = need(world.last_turn_end, "finished turn").get("error") or {}
     tool_errors = [
         (r.get("error") or {}).get("code")
-        for r in (
-            n["params"]
-            for n in world.rpc.notifications("turn/toolResult", world.values["notes_mark"])
-        )
+        for r in (n["params"] for n in world.notifications("turn/toolResult", world.cursors.turn))
     ]
     assert error.get("code") == code or code in tool_errors, (
         f"expected {code}; the turn ended with {error or 'no error'} and tool errors {tool_errors}"
@@ -289,7 +281,7 @@ def artifact_file(world: World, approval: dict[str, Any] | None = None) -> Path:
 
 @then("the plan artifact holds exactly the submitted markdown")
 def artifact_exact(world: World) -> None:
-    submitted = world.values["submitted"][-1]["markdown"].encode("utf-8")
+    submitted = world.plan.submitted[-1].markdown.encode("utf-8")
     content = artifact_file(world).read_bytes()
     assert content == submitted, (
         f"artifact bytes differ from the submitted markdown: {len(content)} bytes on disk, "
@@ -324,20 +316,20 @@ def approval_records_artifact(world: World) -> None:
 
 @then("the title and question are stored as fields of the approval record")
 def title_question_stored(world: World) -> None:
-    submitted = world.values["submitted"][-1]
+    submitted = world.plan.submitted[-1]
     approval = latest_approval(world)
     rows = world.storage().rows("plan_approvals", "id = ?", (approval["approvalId"],))
-    assert rows and rows[0]["title"] == submitted["title"], rows
-    assert rows[0]["question"] == submitted["question"], rows
-    assert approval["title"] == submitted["title"] and approval["question"] == submitted["question"]
+    assert rows and rows[0]["title"] == submitted.title, rows
+    assert rows[0]["question"] == submitted.question, rows
+    assert approval["title"] == submitted.title and approval["question"] == submitted.question
 
 
 @then("the artifact carries neither the title nor the question")
 def no_wrapper(world: World) -> None:
-    submitted = world.values["submitted"][-1]
+    submitted = world.plan.submitted[-1]
     content = artifact_file(world).read_bytes()
-    assert content == submitted["markdown"].encode("utf-8"), "the host changed the markdown"
-    assert submitted["question"].encode() not in content, "the question was added to the file"
+    assert content == submitted.markdown.encode("utf-8"), "the host changed the markdown"
+    assert submitted.question.encode() not in content, "the question was added to the file"
 
 
 @then("the artifact file is read-only")
@@ -350,7 +342,7 @@ def read_only(world: World) -> None:
 @then("the earlier artifacts are unchanged")
 def earlier_unchanged(world: World) -> None:
     now = snapshot(world.workspace / ".pi" / "plan")
-    for name, digest in world.values["earlier"].items():
+    for name, digest in world.arranged.earlier_artifacts.items():
         assert now.get(name) == digest, f"earlier artifact {name} changed or disappeared"
 
 
@@ -360,9 +352,9 @@ def own_artifacts(world: World) -> None:
     paths = [a["artifact"]["path"] for a in approvals]
     assert len(approvals) >= 2, f"expected two approvals, found {len(approvals)}"
     assert len(set(paths)) == len(paths), f"submissions share artifact paths: {paths}"
-    for approval, submitted in zip(approvals, world.values["submitted"], strict=False):
+    for approval, submitted in zip(approvals, world.plan.submitted, strict=False):
         content = artifact_file(world, approval).read_bytes()
-        assert content == submitted["markdown"].encode("utf-8"), (
+        assert content == submitted.markdown.encode("utf-8"), (
             f"{approval['artifact']['path']} was overwritten"
         )
 

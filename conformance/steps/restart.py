@@ -7,18 +7,18 @@ from typing import Any
 
 from pytest_bdd import given, parsers, then, when
 
+from conformance.capabilities import require_fault_point
 from conformance.mock_provider import StallReply, TextReply
 from conformance.steps.plan import run_prompt
 from conformance.steps.sessions import read_session, session_id
-from conformance.world import World
+from conformance.world import World, need
 
 _EPOCH = re.compile(r"epoch|boot", re.IGNORECASE)
 
 
 @given("the host will hold the next approved execution in the queue")
 def hold_execution(world: World) -> None:
-    offered = world.values["initialize"]["capabilities"]["faultInjection"]
-    assert "holdExecution" in offered, "the host does not offer the holdExecution fault point"
+    require_fault_point(world, "holdExecution")
     world.rpc.request("conformance/fault/arm", {"fault": "holdExecution"})
 
 
@@ -35,55 +35,54 @@ def execution_streams_then_stalls(world: World, text: str) -> None:
 @given("the execution is waiting for the model")
 @when("the execution is waiting for the model")
 def execution_waiting(world: World) -> None:
-    mark = world.values["approve_mark"]
-    world.rpc.wait_for("execution/updated", lambda p: p["executionState"] == "running", since=mark)
-    world.provider.wait_for_requests(world.values["requests_before_approve"] + 1, world.timeout)
+    mark = world.cursors.approve
+    world.wait_for("execution/updated", lambda p: p["executionState"] == "running", since=mark)
+    world.provider.wait_for_requests(world.cursors.provider_approve + 1, world.timeout)
 
 
 @given(parsers.parse('the execution has streamed "{text}"'))
 def execution_streamed(world: World, text: str) -> None:
-    world.rpc.wait_for("turn/text", lambda p: text in p["text"], since=world.values["approve_mark"])
+    world.wait_for("turn/text", lambda p: text in p["text"], since=world.cursors.approve)
 
 
 @given(parsers.parse('the command has printed "{text}"'))
 def command_printed(world: World, text: str) -> None:
-    world.rpc.wait_for(
-        "command/output", lambda p: text in p["text"], since=world.values["approve_mark"]
-    )
+    world.wait_for("command/output", lambda p: text in p["text"], since=world.cursors.approve)
 
 
 @given("the model is in the middle of a Plan turn")
 def plan_turn_in_progress(world: World) -> None:
     world.provider.enqueue(StallReply(prefix="Let me think"))
     before = len(world.provider.requests())
-    world.values["notes_mark"] = world.rpc.mark()
+    world.cursors.turn = world.mark()
     turn = world.rpc.request("session/prompt", {"sessionId": session_id(world), "text": "Plan."})
-    world.values["active_turn"] = turn["turnId"]
+    world.active_turn = turn["turnId"]
     world.provider.wait_for_requests(before + 1, world.timeout)
 
 
 @when(parsers.re(r"the host (?P<how>restarts|crashes and starts again)"))
 def host_stops(world: World, how: str) -> None:
     crash = {"restarts": False, "crashes and starts again": True}[how]
-    world.values["requests_before_restart"] = len(world.provider.requests())
-    world.values["initialize"] = world.restart(crash=crash)
+    world.cursors.provider_restart = len(world.provider.requests())
+    world.cursors.restart = world.mark()
+    world.restart(crash=crash)
     # Recovery comes before the first answer, and initialize was that answer: what storage
     # holds now, before any other request, must already be the recovered state.
-    world.values["stored_at_first_answer"] = {
+    world.restart_seen.stored_at_first_answer = {
         table: world.storage().rows(table) for table in ("plan_approvals", "turns")
     }
     # The very first request after the restart must already see the recovered state.
-    world.values["first_read"] = world.rpc.request(
+    world.restart_seen.approvals = world.rpc.request(
         "approval/list", {"sessionId": session_id(world)}
     )["approvals"]
-    world.values["first_session"] = world.rpc.request(
-        "session/get", {"sessionId": session_id(world)}
-    )["session"]
+    world.restart_seen.session = world.rpc.request("session/get", {"sessionId": session_id(world)})[
+        "session"
+    ]
 
 
 def _stored_at_first_answer(world: World, approval_id: str) -> dict[str, Any]:
     """The approval's row as storage held it when the restarted host first answered."""
-    rows: list[dict[str, Any]] = world.values["stored_at_first_answer"]["plan_approvals"]
+    rows: list[dict[str, Any]] = world.restart_seen.stored_at_first_answer["plan_approvals"]
     found = [r for r in rows if r["id"] == approval_id]
     assert found, f"storage held no row for {approval_id} when the host first answered"
     return found[0]
@@ -91,7 +90,7 @@ def _stored_at_first_answer(world: World, approval_id: str) -> dict[str, Any]:
 
 @then(parsers.parse("the first answer after the restart shows the approval {status}"))
 def first_answer_shows(world: World, status: str) -> None:
-    approvals = world.values["first_read"]
+    approvals = world.restart_seen.approvals
     assert approvals, "after the restart the host lists no approval"
     stored = _stored_at_first_answer(world, approvals[-1]["approvalId"])
     assert stored["status"] == status, (
@@ -103,7 +102,7 @@ def first_answer_shows(world: World, status: str) -> None:
 
 @then(parsers.parse("the first answer after the restart shows the execution {state}"))
 def first_answer_execution(world: World, state: str) -> None:
-    approvals = world.values["first_read"]
+    approvals = world.restart_seen.approvals
     assert approvals, "after the restart the host lists no approval"
     stored = _stored_at_first_answer(world, approvals[-1]["approvalId"])
     assert stored["execution_state"] == state, (
@@ -118,14 +117,14 @@ def first_answer_execution(world: World, state: str) -> None:
 
 @then("the session is idle after the restart")
 def idle_after_restart(world: World) -> None:
-    session = world.values["first_session"]
+    session = need(world.restart_seen.session, "session read after the restart")
     busy = {k: session[k] for k in ("activeTurnId", "pendingApprovalId", "activeExecutionId")}
     assert not any(busy.values()), f"the restarted host shows the session busy: {busy}"
 
 
 @then("every turn of the previous process is recorded as ended")
 def no_active_turns(world: World) -> None:
-    stored = world.values["stored_at_first_answer"]["turns"]
+    stored = world.restart_seen.stored_at_first_answer["turns"]
     left = [t for t in stored if t["state"] == "active"]
     assert not left, f"turns were still active when the restarted host first answered: {left}"
     active = world.storage().rows("turns", "state = 'active'")
@@ -136,9 +135,9 @@ def no_active_turns(world: World) -> None:
 
 @then("nothing from before the restart is replayed")
 def nothing_replayed(world: World) -> None:
-    started = [n["params"] for n in world.rpc.notifications("turn/started")]
+    started = [n["params"] for n in world.notifications("turn/started", world.cursors.restart)]
     assert not started, f"the restarted host started turns of its own: {started}"
-    before = world.values["requests_before_restart"]
+    before = world.cursors.provider_restart
     world.provider.set_fallback(TextReply("Fresh answer."))
     marker = "A fresh request after the restart."
     ended = run_prompt(world, marker)
@@ -149,7 +148,9 @@ def nothing_replayed(world: World) -> None:
     )
     last_user = [m for m in after[0].messages if m.get("role") == "user"][-1]
     assert last_user.get("content") == marker, f"the request was not the new one: {last_user}"
-    kinds = [n["params"]["kind"] for n in world.rpc.notifications("turn/started")]
+    kinds = [
+        n["params"]["kind"] for n in world.notifications("turn/started", world.cursors.restart)
+    ]
     assert kinds == ["prompt"], f"the restarted host started turns {kinds}"
 
 
@@ -162,7 +163,7 @@ def file_lines(world: World, path: str, count: int) -> None:
 
 @then("the interrupted approval cannot be approved")
 def cannot_approve(world: World) -> None:
-    approval = world.values["first_read"][-1]
+    approval = world.restart_seen.approvals[-1]
     outcome = world.attempt(
         "approval/approve",
         {
@@ -178,10 +179,10 @@ def cannot_approve(world: World) -> None:
 @then("the user can start a new turn in Agent mode")
 def new_agent_turn(world: World) -> None:
     world.provider.set_fallback(TextReply("Back to work."))
-    mark = world.rpc.mark()
+    mark = world.mark()
     ended = run_prompt(world, "Continue, please.")
     assert ended["outcome"] == "completed", ended
-    started = world.rpc.notifications("turn/started", mark)
+    started = world.notifications("turn/started", mark)
     assert started and started[0]["params"]["mode"] == "agent", started
     assert read_session(world)["mode"] == "agent", "the session was put back into Plan"
 

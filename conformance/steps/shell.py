@@ -68,14 +68,14 @@ def model_runs_with_timeout(world: World, command: str, ms: int) -> None:
 
 @when(parsers.parse('the command has printed "{text}"'))
 def printed(world: World, text: str) -> None:
-    since = world.values.get("notes_mark", 0)
-    world.rpc.wait_for("command/output", lambda p: text in p["text"], since=since)
+    since = world.cursors.turn
+    world.wait_for("command/output", lambda p: text in p["text"], since=since)
 
 
 @when("the command has printed its background process id")
 def printed_pid(world: World) -> None:
-    since = world.values.get("notes_mark", 0)
-    world.rpc.wait_for(
+    since = world.cursors.turn
+    world.wait_for(
         "command/output",
         lambda p: p["stream"] == "stdout" and p["text"].strip().isdigit(),
         since=since,
@@ -88,17 +88,17 @@ def seconds_pass(world: World, seconds: int) -> None:
 
 
 def _exit(world: World) -> dict[str, Any]:
-    since = world.values.get("notes_mark", 0)
-    return world.rpc.wait_for("command/exited", since=since)
+    since = world.cursors.turn
+    return world.wait_for("command/exited", since=since)
 
 
 def _chunks(world: World) -> list[dict[str, Any]]:
     """The output notifications of the command that exited, in arrival order."""
     exited = _exit(world)
-    since = world.values.get("notes_mark", 0)
+    since = world.cursors.turn
     return [
         n["params"]
-        for n in world.rpc.notifications("command/output", since)
+        for n in world.notifications("command/output", since)
         if n["params"]["commandId"] == exited["commandId"]
     ]
 
@@ -109,8 +109,8 @@ def _output(world: World, stream: str) -> str:
 
 @then(parsers.parse("the command ran in the shell {shell}"))
 def ran_in(world: World, shell: str) -> None:
-    since = world.values.get("notes_mark", 0)
-    started = world.rpc.wait_for("command/started", since=since)
+    since = world.cursors.turn
+    started = world.wait_for("command/started", since=since)
     assert started["shellId"] == shell, f"the command ran in {started['shellId']}"
     path = next(s["path"] for s in _catalog(world)["shells"] if s["shellId"] == shell)
     reported = _output(world, "stdout").strip()
@@ -122,14 +122,14 @@ def ran_in(world: World, shell: str) -> None:
 @then("its output streamed in order with stdout and stderr apart")
 def streamed_in_order(world: World) -> None:
     chunks = _chunks(world)
-    since = world.values.get("notes_mark", 0)
+    since = world.cursors.turn
     seqs = [c["seq"] for c in chunks]
     assert seqs == list(range(len(seqs))), f"output sequence numbers: {seqs}"
     assert _output(world, "stdout") == "out 1\nout 2\n", repr(_output(world, "stdout"))
     assert _output(world, "stderr") == "err 1\n", repr(_output(world, "stderr"))
-    started = world.rpc.notifications("command/started", since)
+    started = world.notifications("command/started", since)
     assert started, "no command/started notification"
-    first_output = world.rpc.notifications("command/output", since)[0]
+    first_output = world.notifications("command/output", since)[0]
     assert first_output["params"]["commandId"] == started[0]["params"]["commandId"]
 
 

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pytest_bdd import given, parsers, then, when
 
 from conformance.mock_provider import TextReply
 from conformance.steps.sessions import MODES
-from conformance.world import World
+from conformance.world import World, need
 
 TASK_PROMPT = "Tidy up the changelog."
 
 
 def _task_id(world: World) -> str:
-    task: dict[str, Any] = world.values["task"]
+    task = need(world.tasks.task, "scheduled task")
     return str(task["taskId"])
 
 
@@ -38,13 +36,13 @@ def scheduled_task(world: World, mode: str, permission: str = "auto") -> None:
             "runAt": None,
         },
     )
-    world.values["task"] = result["task"]
+    world.tasks.task = result["task"]
 
 
 @given(parsers.parse("the task is due in {minutes:d} minutes"))
 def task_due(world: World, minutes: int) -> None:
     now = world.rpc.request("conformance/clock/get", {})["now"]
-    world.values["task"] = world.rpc.request(
+    world.tasks.task = world.rpc.request(
         "task/update", {"taskId": _task_id(world), "runAt": now + minutes * 60_000}
     )["task"]
 
@@ -52,15 +50,14 @@ def task_due(world: World, minutes: int) -> None:
 @given("the user changed the task to Agent mode")
 @when("the user changes the task to Agent mode")
 def task_to_agent(world: World) -> None:
-    world.values["task"] = world.rpc.request(
+    world.tasks.task = world.rpc.request(
         "task/update", {"taskId": _task_id(world), "mode": "agent"}
     )["task"]
 
 
 def _before_run(world: World) -> None:
-    world.values["requests_before"] = len(world.provider.requests())
-    world.values["notes_mark"] = world.rpc.mark()
-    world.values["before"] = {p.name for p in world.workspace.rglob("*")}
+    world.cursors.provider_turn = len(world.provider.requests())
+    world.cursors.turn = world.mark()
 
 
 @when("the task is run now")
@@ -69,13 +66,13 @@ def run_now(world: World) -> None:
     outcome = world.attempt("task/run", {"taskId": _task_id(world)})
     if outcome.error is None:
         run_id = outcome.require_result()["run"]["runId"]
-        world.values["run"] = world.rpc.wait_for(
+        world.tasks.run = world.wait_for(
             "task/runFinished",
             lambda p: p["run"]["runId"] == run_id,
-            since=world.values["notes_mark"],
+            since=world.cursors.turn,
         )["run"]
     else:
-        world.values["run"] = None
+        world.tasks.run = None
 
 
 @when(parsers.parse("{minutes:d} minutes pass on the host clock"))
@@ -83,21 +80,20 @@ def time_passes(world: World, minutes: int) -> None:
     _before_run(world)
     world.rpc.request("conformance/clock/advance", {"ms": minutes * 60_000})
     task_id = _task_id(world)
-    world.values["run"] = world.rpc.wait_for(
+    world.tasks.run = world.wait_for(
         "task/runFinished",
         lambda p: p["run"]["taskId"] == task_id and p["run"]["outcome"] != "running",
-        since=world.values["notes_mark"],
+        since=world.cursors.turn,
     )["run"]
 
 
 @then(parsers.parse("the run is refused with {code}"))
 def run_refused(world: World, code: str) -> None:
-    if world.values.get("run") is None:
+    if world.tasks.run is None:
         error = world.outcome.require_error()
         assert error.canonical == code, f"task/run failed with {error.canonical}"
     finished = [
-        n["params"]["run"]
-        for n in world.rpc.notifications("task/runFinished", world.values["notes_mark"])
+        n["params"]["run"] for n in world.notifications("task/runFinished", world.cursors.turn)
     ]
     assert finished, "the host announced no task run"
     run = finished[-1]
@@ -108,7 +104,7 @@ def run_refused(world: World, code: str) -> None:
 @then("the model received no request")
 def no_model_request(world: World) -> None:
     after = len(world.provider.requests())
-    before = world.values["requests_before"]
+    before = world.cursors.provider_turn
     assert after == before, f"the host called the model {after - before} time(s)"
 
 
@@ -125,16 +121,16 @@ def nothing_recorded(world: World) -> None:
     assert not approvals, f"plan_approvals holds {approvals}"
     turns = world.storage().rows("turns")
     assert not turns, f"turns were recorded: {turns}"
-    started = world.rpc.notifications("turn/started", world.values["notes_mark"])
+    started = world.notifications("turn/started", world.cursors.turn)
     assert not started, f"turns were started: {started}"
 
 
 @then("the run completes unattended")
 def run_completed(world: World) -> None:
-    run = world.values["run"]
+    run = world.tasks.run
     assert run is not None, f"the run was refused: {world.outcome.error}"
     assert run["outcome"] == "completed", f"the run ended {run['outcome']}: {run['error']}"
-    requests = world.provider.requests()[world.values["requests_before"] :]
+    requests = world.provider.requests()[world.cursors.provider_turn :]
     assert requests, "the run never asked the model"
     first_user = [m for m in requests[0].messages if m.get("role") == "user"]
     assert first_user and first_user[-1].get("content") == TASK_PROMPT, first_user

@@ -1,0 +1,1 @@
+"""The subcommands of ``pi-conformance``, one module each."""

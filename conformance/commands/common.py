@@ -1,0 +1,60 @@
+"""What the subcommands share: exit statuses and argument checks that fail in one line."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+
+EXIT_OK = 0
+EXIT_REGRESSION = 1
+EXIT_USAGE = 2
+EXIT_PREFLIGHT = 3
+EXIT_HARNESS = 4
+EXIT_MAX_TIME = 124
+EXIT_SIGINT = 130
+EXIT_SIGTERM = 143
+
+
+class UsageProblem(ValueError):
+    """A bad argument: the message names the option, what is wrong and what is valid."""
+
+
+def positive_seconds(text: str) -> float:
+    """argparse type: a positive number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number of seconds")
+    return value
+
+
+def workers(text: str) -> int:
+    """argparse type: a positive worker count, or 'auto' for one per core (at least 2)."""
+    if text == "auto":
+        return max(2, os.cpu_count() or 2)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number or 'auto'") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def writable_folder(path: Path, option: str) -> Path:
+    """Create ``path`` if needed and prove a file can be written in it."""
+    resolved = path.expanduser().resolve()
+    try:
+        resolved.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=resolved, prefix=".pi-write-check-"):
+            pass
+    except OSError as problem:
+        reason = problem.strerror or str(problem)
+        raise UsageProblem(
+            f"{option}: cannot write a report into {str(path)!r}: {reason}"
+        ) from None
+    return resolved

@@ -1,0 +1,533 @@
+"""``run``: check the arguments, preflight the host, run the suite, report.
+
+``pi-conformance run`` supervises a pytest process (with xdist workers) rather than
+running pytest in its own process, so that it stays in charge: it prints progress from
+the records the run streams back, stops the run cleanly on Ctrl-C, SIGTERM or
+``--max-time``, ends every process the run started, and writes the reports for what ran
+even when the pytest process had to be killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import IO, Any
+
+from conformance.collector import (
+    RECORDS_FILE,
+    new_run_info,
+    read_records,
+    write_preflight,
+    write_reports,
+)
+from conformance.commands.common import (
+    EXIT_HARNESS,
+    EXIT_MAX_TIME,
+    EXIT_OK,
+    EXIT_PREFLIGHT,
+    EXIT_REGRESSION,
+    EXIT_SIGINT,
+    EXIT_SIGTERM,
+    UsageProblem,
+    positive_seconds,
+    workers,
+    writable_folder,
+)
+from conformance.drivers import DEFAULT_HOST_CMD, HostDriver, InProcessDriver, SubprocessDriver
+from conformance.expectations import Expectations, ExpectationsError
+from conformance.options import DEFAULT_SCENARIO_TIMEOUT, DEFAULT_STEP_TIMEOUT, parse_shard
+from conformance.preflight import run_preflight
+from conformance.processes import become_subreaper, descendants, kill_all, signal_group
+from conformance.reports import JUNIT_FILE, MARKDOWN_FILE, SUMMARY_FILE, load_summary
+from conformance.reports.text import STATUS_LABEL, render_console, scenario_line
+from conformance.requirements import active_catalog
+from conformance.scenarios import all_scenarios, areas
+from conformance.selection import Selection, SelectionError, select
+from conformance.summary_model import ScenarioResult, Summary
+from conformance.verdicts import INTERRUPTED_REASON, PREFLIGHT_REASON
+
+GRACE_S = 5.0  # how long a stopping run may take to write its reports
+_REPORT_FILES = (SUMMARY_FILE, JUNIT_FILE, MARKDOWN_FILE, RECORDS_FILE, "cucumber.json")
+
+
+def add_parsers(commands: Any) -> None:
+    """Register ``run``."""
+    run = commands.add_parser(
+        "run",
+        help="run the features against a host",
+        description="Run the conformance suite against a host and write its reports. "
+        "Options after -- go to pytest unchanged.",
+    )
+    target = run.add_mutually_exclusive_group()
+    target.add_argument(
+        "--host-cmd",
+        help="host command line; the harness appends --data-dir DIR --conformance "
+        "(default: the bundled reference host)",
+    )
+    target.add_argument(
+        "--host-module", help="run a Python host in-process: entry point name or module:function"
+    )
+    run.add_argument(
+        "--driver",
+        choices=("subprocess", "inprocess"),
+        help="subprocess (default) or inprocess (default with --host-module: reference)",
+    )
+    run.add_argument("--report", type=Path, default=Path("conformance-report"), help="output dir")
+    run.add_argument("--expectations", type=Path, help="TOML file of known failures")
+    run.add_argument("--areas", help="comma-separated feature areas (see 'pi-conformance areas')")
+    run.add_argument(
+        "-k", dest="keyword", help="only scenarios whose id matches (pytest -k syntax)"
+    )
+    run.add_argument("--shard", help="run shard I of N, as I/N (balanced by duration)")
+    run.add_argument(
+        "--timeout",
+        type=positive_seconds,
+        default=DEFAULT_STEP_TIMEOUT,
+        help=f"longest wait for one host reaction, in seconds (default {DEFAULT_STEP_TIMEOUT:g})",
+    )
+    run.add_argument(
+        "--scenario-timeout",
+        type=positive_seconds,
+        default=DEFAULT_SCENARIO_TIMEOUT,
+        help="longest time one scenario may take before its host is stopped "
+        f"(default {DEFAULT_SCENARIO_TIMEOUT:g})",
+    )
+    run.add_argument("--max-time", type=positive_seconds, help="longest time for the whole run")
+    run.add_argument("-n", "--workers", type=workers, default=workers("auto"), help="N or auto")
+    run.add_argument("-x", "--exitfirst", action="store_true", help="stop at the first failure")
+    run.add_argument(
+        "--require-full", action="store_true", help="count unverified scenarios as failures"
+    )
+    run.add_argument("--no-preflight", action="store_true", help="skip the host preflight")
+    run.add_argument("--keep", action="store_true", help="keep the scenarios' temporary folders")
+    run.add_argument("-q", "--quiet", action="store_true", help="print only what did not pass")
+    run.set_defaults(handler=run_command)
+
+
+@dataclass
+class Plan:
+    """A run whose arguments were all checked."""
+
+    driver: HostDriver
+    driver_name: str
+    host_label: str
+    selection: Selection
+    expectations: Expectations
+    report_dir: Path
+    areas: list[str] | None
+    shard: str | None
+
+
+def _check_host_cmd(command_line: str) -> SubprocessDriver:
+    try:
+        argv = shlex.split(command_line)
+    except ValueError as problem:
+        raise UsageProblem(f"--host-cmd: cannot split {command_line!r}: {problem}") from None
+    if not argv:
+        raise UsageProblem("--host-cmd: the command line is empty")
+    program = argv[0]
+    if os.sep in program:
+        if not Path(program).is_file():
+            raise UsageProblem(f"--host-cmd: {program!r} does not exist")
+        if not os.access(program, os.X_OK):
+            raise UsageProblem(f"--host-cmd: {program!r} is not executable")
+    elif shutil.which(program) is None:
+        raise UsageProblem(f"--host-cmd: {program!r} was not found on PATH")
+    return SubprocessDriver(tuple(argv))
+
+
+def _check_host_module(name: str) -> InProcessDriver:
+    try:
+        return InProcessDriver.load(name)
+    except (ImportError, AttributeError, LookupError, TypeError, ValueError) as problem:
+        raise UsageProblem(
+            f"--host-module: cannot load {name!r}: {problem}; give an entry point name of the "
+            "pi_conformance.hosts group or module:function"
+        ) from None
+
+
+def check_arguments(args: argparse.Namespace) -> Plan:
+    """Every argument, checked before any host starts; a problem is one line."""
+    driver_name = args.driver or ("inprocess" if args.host_module else "subprocess")
+    if args.host_cmd and driver_name == "inprocess":
+        raise UsageProblem(
+            "--driver inprocess runs a Python host: use --host-module, not --host-cmd"
+        )
+    if args.host_module and driver_name == "subprocess":
+        raise UsageProblem("--driver subprocess runs a command line: use --host-cmd")
+    driver: HostDriver
+    if driver_name == "inprocess":
+        driver = _check_host_module(args.host_module or "reference")
+        label = f"python host {args.host_module or 'reference'}"
+    elif args.host_cmd:
+        driver = _check_host_cmd(args.host_cmd)
+        label = args.host_cmd
+    else:
+        driver = SubprocessDriver(DEFAULT_HOST_CMD)
+        label = "bundled reference host"
+    known_areas = areas()
+    wanted: list[str] | None = None
+    if args.areas is not None:
+        wanted = [a.strip() for a in args.areas.split(",") if a.strip()]
+        unknown = [a for a in wanted if a not in known_areas]
+        if unknown or not wanted:
+            raise UsageProblem(
+                f"--areas: unknown area(s) {', '.join(unknown) or '(none given)'}; "
+                f"known areas: {', '.join(known_areas)}"
+            )
+    shard: tuple[int, int] | None = None
+    if args.shard:
+        try:
+            shard = parse_shard(args.shard)
+        except ValueError as problem:
+            raise UsageProblem(f"--shard: {problem}") from None
+    universe = all_scenarios()
+    try:
+        selection = select(universe, wanted, args.keyword, shard, driver_name == "subprocess")
+    except SelectionError as problem:
+        raise UsageProblem(str(problem)) from None
+    if not selection.chosen:
+        described = ", ".join(
+            part
+            for part in (
+                f"--areas {args.areas}" if args.areas else "",
+                f"-k {args.keyword!r}" if args.keyword else "",
+                f"--shard {args.shard}" if args.shard else "",
+                f"the {driver_name} driver",
+            )
+            if part
+        )
+        raise UsageProblem(f"no scenario matches the selection ({described})")
+    try:
+        expectations = Expectations.load(
+            args.expectations, [s.id for s in universe], list(active_catalog())
+        )
+    except ExpectationsError as problem:
+        raise UsageProblem(f"--expectations: {problem}") from None
+    report_dir = writable_folder(args.report, "--report")
+    return Plan(driver, driver_name, label, selection, expectations, report_dir, wanted, args.shard)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """The whole ``run`` command."""
+    plan = check_arguments(args)
+    if not args.host_cmd and not args.host_module:
+        print(f"testing the bundled reference host ({plan.driver_name} driver)")
+    for name in _REPORT_FILES:
+        (plan.report_dir / name).unlink(missing_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="pi-conformance-"))
+    try:
+        return _run(args, plan, scratch)
+    finally:
+        if args.keep:
+            print(f"temporary folders kept in {scratch}")
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run(args: argparse.Namespace, plan: Plan, scratch: Path) -> int:
+    run_info = new_run_info(
+        plan.host_label,
+        plan.driver_name,
+        workers=args.workers,
+        shard=plan.shard,
+        areas=plan.areas,
+        keyword=args.keyword,
+        require_full=args.require_full,
+    )
+    preflight_file: Path | None = None
+    if not args.no_preflight:
+        result = run_preflight(plan.driver, args.timeout)
+        run_info = run_info.model_copy(update={"host_identity": result.identity})
+        if not result.preflight.ok:
+            write_reports(
+                plan.report_dir,
+                [],
+                run_info.model_copy(update={"duration_s": result.preflight.duration_s}),
+                plan.expectations,
+                result.preflight,
+                plan.driver_name == "subprocess",
+                PREFLIGHT_REASON,
+            )
+            _print_preflight_failure(result.preflight.diagnosis or "", result.preflight)
+            print(f"\nreports: {plan.report_dir}")
+            return EXIT_PREFLIGHT
+        identity = result.identity
+        print(
+            f"preflight: {identity.name if identity else 'the host'} "
+            f"{identity.version if identity else ''} answered protocol v9 "
+            f"in {result.preflight.duration_s:.2f} s"
+        )
+        preflight_file = scratch / "preflight.json"
+        write_preflight(preflight_file, result.preflight, result.identity)
+    select_file = scratch / "selection.json"
+    select_file.write_text(
+        json.dumps(
+            {"chosen": [s.id for s in plan.selection.chosen], "left_out": plan.selection.left_out}
+        ),
+        encoding="utf-8",
+    )
+    supervisor = Supervisor(args, plan, scratch, preflight_file, select_file)
+    supervisor.start()
+    return supervisor.finish(run_info)
+
+
+def _print_preflight_failure(diagnosis: str, preflight: Any) -> None:
+    print(f"preflight failed: {diagnosis}", file=sys.stderr)
+    if preflight.detail:
+        print(f"  {preflight.detail}", file=sys.stderr)
+    if preflight.host_exit is not None and not preflight.host_exit.running:
+        exit_info = preflight.host_exit
+        how = (
+            f"killed by signal {exit_info.signal}"
+            if exit_info.signal is not None
+            else f"status {exit_info.status}"
+        )
+        print(f"  host exit: {how}", file=sys.stderr)
+    if preflight.stderr_tail.strip():
+        print("  host stderr (tail):", file=sys.stderr)
+        for line in preflight.stderr_tail.strip().splitlines()[-15:]:
+            print(f"    {line}", file=sys.stderr)
+    print("no scenario was run; every scenario is reported not-run", file=sys.stderr)
+
+
+@dataclass
+class Supervisor:
+    """Runs the pytest process and stays in charge of it."""
+
+    args: argparse.Namespace
+    plan: Plan
+    scratch: Path
+    preflight_file: Path | None
+    select_file: Path
+    child: subprocess.Popen[bytes] | None = None
+    stop_reason: str | None = None  # "SIGINT", "SIGTERM" or "max-time"
+    interrupts: int = 0
+    received: list[ScenarioResult] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _progress_shown: bool = False
+
+    def pytest_argv(self, events_fd: int) -> list[str]:
+        """The command line of the pytest process."""
+        suite = Path(__file__).resolve().parent.parent / "suite"
+        argv = [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(suite),
+            "--rootdir",
+            str(suite),
+            "-c",
+            str(suite / "pytest.ini"),
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--tb=short",
+            "--basetemp",
+            str(self.scratch / "scenarios"),
+            "--conformance-report",
+            str(self.plan.report_dir),
+            "--conformance-select",
+            str(self.select_file),
+            "--conformance-events-fd",
+            str(events_fd),
+            "--step-timeout",
+            str(self.args.timeout),
+            "--scenario-timeout",
+            str(self.args.scenario_timeout),
+            "--driver",
+            self.plan.driver_name,
+            "--cucumberjson",
+            str(self.plan.report_dir / "cucumber.json"),
+        ]
+        if self.args.host_cmd:
+            argv += ["--host-cmd", self.args.host_cmd]
+        if self.args.host_module:
+            argv += ["--host-module", self.args.host_module]
+        if self.args.expectations:
+            argv += ["--conformance-expectations", str(self.args.expectations.resolve())]
+        if self.plan.shard:
+            argv += ["--conformance-shard", self.plan.shard]
+        if self.args.keyword:
+            argv += ["--conformance-keyword", self.args.keyword]
+        if self.preflight_file is not None:
+            argv += ["--conformance-preflight", str(self.preflight_file)]
+        if self.args.require_full:
+            argv.append("--require-full")
+        if self.args.exitfirst:
+            argv.append("-x")
+        worker_count = min(self.args.workers, len(self.plan.selection.chosen))
+        if worker_count > 1:
+            argv += ["-n", str(worker_count), "--dist", "worksteal"]
+        else:
+            argv += ["-p", "no:xdist"]
+        return [*argv, *self.args.pytest_args]
+
+    def start(self) -> None:
+        """Start pytest in its own process group, with a pipe for its records."""
+        become_subreaper()
+        read_fd, write_fd = os.pipe()
+        log = (self.plan.report_dir / "pytest-output.txt").open("wb")
+        self.child = subprocess.Popen(
+            self.pytest_argv(write_fd),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            pass_fds=(write_fd,),
+            process_group=0,
+        )
+        os.close(write_fd)
+        log.close()
+        threading.Thread(target=self._read_events, args=(read_fd,), daemon=True).start()
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGTERM, self._on_signal)
+        if self.args.max_time:
+            timer = threading.Timer(self.args.max_time, self._stop, args=("max-time",))
+            timer.daemon = True
+            timer.start()
+
+    # -- progress -----------------------------------------------------------------------
+
+    def _read_events(self, read_fd: int) -> None:
+        total = len(self.plan.selection.chosen)
+        with os.fdopen(read_fd, "r", encoding="utf-8") as events:
+            for line in events:
+                try:
+                    result = ScenarioResult.model_validate_json(line)
+                except ValueError:
+                    continue
+                with self._lock:
+                    self.received.append(result)
+                    self._show(result, total)
+
+    def _show(self, result: ScenarioResult, total: int) -> None:
+        out: IO[str] = sys.stdout
+        tty = out.isatty()
+        if tty and self._progress_shown:
+            out.write("\r\x1b[K")
+        if not self.args.quiet or result.status != "passed":
+            out.write(scenario_line(result) + "\n")
+        if tty:
+            counts: dict[str, int] = {}
+            for seen in self.received:
+                counts[seen.status] = counts.get(seen.status, 0) + 1
+            done = ", ".join(f"{n} {STATUS_LABEL[s].lower()}" for s, n in sorted(counts.items()))
+            elapsed = time.monotonic() - self.started
+            out.write(f"[{len(self.received)}/{total}] {done}  {elapsed:.0f} s")
+            self._progress_shown = True
+        out.flush()
+
+    # -- stopping -----------------------------------------------------------------------
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.interrupts += 1
+        name = "SIGINT" if signum == signal.SIGINT else "SIGTERM"
+        if self.interrupts == 1:
+            print(f"\n{name}: stopping the run (again to stop at once)", file=sys.stderr)
+            self._stop(name)
+        else:
+            self._kill_everything()
+
+    def _stop(self, reason: str) -> None:
+        """Ask pytest to stop; kill everything if it has not within the grace period."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        if self.child is not None and self.child.poll() is None:
+            signal_group(self.child.pid, signal.SIGINT)
+            timer = threading.Timer(GRACE_S, self._kill_everything)
+            timer.daemon = True
+            timer.start()
+
+    def _kill_everything(self) -> None:
+        snapshot = descendants()
+        if self.child is not None:
+            signal_group(self.child.pid, signal.SIGKILL)
+        kill_all(snapshot)
+
+    # -- the end ------------------------------------------------------------------------
+
+    def finish(self, run_info: Any) -> int:
+        """Wait for pytest, clean up, make sure the reports exist, print and decide."""
+        assert self.child is not None
+        status = self.child.wait()
+        leftovers = kill_all()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        summary_file = self.plan.report_dir / SUMMARY_FILE
+        if not summary_file.exists():
+            self._write_from_records(run_info)
+        with self._lock:
+            if self._progress_shown and sys.stdout.isatty():
+                sys.stdout.write("\r\x1b[K")
+        try:
+            summary = load_summary(summary_file)
+        except (OSError, ValueError) as problem:
+            print(f"pi-conformance: the run left no usable report ({problem})", file=sys.stderr)
+            self._print_output_tail()
+            return EXIT_HARNESS
+        print()
+        print(render_console(summary, verbose=not self.args.quiet))
+        if leftovers and self.stop_reason is None:
+            print(f"note: ended what the run left behind: {'; '.join(leftovers)}", file=sys.stderr)
+        print(f"\nreports: {self.plan.report_dir} (summary.json, junit.xml, summary.md)")
+        return self._exit_status(summary, status)
+
+    def _write_from_records(self, run_info: Any) -> None:
+        records = read_records(self.plan.report_dir / RECORDS_FILE)
+        interrupted = self.stop_reason is not None
+        preflight = None
+        if self.preflight_file is not None:
+            from conformance.collector import read_preflight
+
+            preflight, _ = read_preflight(self.preflight_file)
+        write_reports(
+            self.plan.report_dir,
+            records,
+            run_info.model_copy(
+                update={
+                    "duration_s": round(time.monotonic() - self.started, 3),
+                    "interrupted": interrupted,
+                }
+            ),
+            self.plan.expectations,
+            preflight,
+            self.plan.driver_name == "subprocess",
+            INTERRUPTED_REASON if interrupted else "the pytest run ended before this scenario",
+            self.plan.selection.left_out,
+        )
+
+    def _print_output_tail(self) -> None:
+        output = self.plan.report_dir / "pytest-output.txt"
+        if output.exists():
+            tail = output.read_text(encoding="utf-8", errors="replace").splitlines()[-30:]
+            print("\n".join(tail), file=sys.stderr)
+
+    def _exit_status(self, summary: Summary, pytest_status: int) -> int:
+        if self.stop_reason == "SIGINT":
+            return EXIT_SIGINT
+        if self.stop_reason == "SIGTERM":
+            return EXIT_SIGTERM
+        if self.stop_reason == "max-time":
+            print("--max-time ran out; the rest of the scenarios are not-run", file=sys.stderr)
+            return EXIT_MAX_TIME
+        if summary.regressions:
+            return EXIT_REGRESSION
+        if summary.harness_errors or pytest_status not in (0, 1):
+            if pytest_status not in (0, 1) and not summary.harness_errors:
+                print(f"pytest ended with status {pytest_status}:", file=sys.stderr)
+                self._print_output_tail()
+            return EXIT_HARNESS
+        return EXIT_OK

@@ -1,0 +1,203 @@
+"""How a scenario ended: classify what was raised, and build the failure record.
+
+The verdicts (see DESIGN's table): a check the host broke is *failed*; a host that exited,
+hung on a request or wrote lines that are not JSON is *errored*; a capability the host
+did not declare makes the scenario *unverified*; a fault of the harness itself is a
+*harness-error* and is never blamed on the host.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from conformance.blame import blamed_requirements
+from conformance.capabilities import Unverified
+from conformance.client import HarnessError, HostStoppedError, RpcError
+from conformance.contract import Violation
+from conformance.drivers import ExitInfo
+from conformance.summary_model import (
+    FailureKind,
+    FailureRecord,
+    HostExit,
+    ProviderCall,
+    ScenarioStatus,
+    StepResult,
+    WireLine,
+)
+from conformance.world import World
+
+SCHEMA_REQUIREMENT = "P5"
+TRANSCRIPT_LINES = 60
+PROVIDER_CALLS = 12
+STDERR_TAIL = 4000
+_LINE_LIMIT = 2000
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The status of a scenario and, unless it passed, why."""
+
+    status: ScenarioStatus
+    kind: FailureKind | None = None
+    message: str = ""
+    detail: str = ""
+    blamed: tuple[str, ...] = ()
+    reason: str | None = None  # for unverified
+
+
+def _split(text: str) -> tuple[str, str]:
+    lines = text.strip().splitlines() or ["(no message)"]
+    return lines[0], "\n".join(lines[1:]).strip()
+
+
+def _exit_phrase(exit_info: ExitInfo | None) -> str:
+    return f"the host {exit_info.describe()}" if exit_info else "the host stopped"
+
+
+def _host_violations(violations: Sequence[Violation]) -> list[Violation]:
+    return [v for v in violations if v.direction == "host-to-client"]
+
+
+def _not_json(violations: Sequence[Violation]) -> list[Violation]:
+    return [v for v in violations if v.reason.startswith("not ")]
+
+
+def classify(
+    error: BaseException | None,
+    step_function: object,
+    tags: Collection[str],
+    world: World | None,
+) -> Verdict:
+    """The verdict for a scenario that raised ``error`` (None when its steps all passed)."""
+    violations = _host_violations(world.violations()) if world is not None else []
+    exit_info = world.last_exit() if world is not None else None
+    if isinstance(error, Unverified):
+        return Verdict("unverified", reason=error.reason)
+    if world is not None and world.aborted.is_set():
+        return Verdict(
+            "errored",
+            "deadline",
+            "the scenario ran out of time and the harness stopped the host",
+            f"its deadline is {world.deadline_s:g} s",
+        )
+    if error is None:
+        if not violations:
+            return Verdict("passed")
+        return Verdict(
+            "failed",
+            "check",
+            f"{len(violations)} message(s) from the host broke the protocol v9 contract",
+            "\n".join(v.describe() for v in violations),
+            (SCHEMA_REQUIREMENT,),
+        )
+    garbled = _not_json(violations)
+    if isinstance(error, HostStoppedError):
+        first, rest = _split(str(error))
+        return Verdict("errored", "host-stopped", f"{_exit_phrase(exit_info)}: {first}", rest)
+    if isinstance(error, HarnessError):
+        first, rest = _split(str(error))
+        return Verdict("harness-error", "harness", first, rest)
+    if isinstance(error, TimeoutError):
+        first, rest = _split(str(error) or "a wait timed out")
+        if garbled:
+            return Verdict(
+                "errored",
+                "invalid-protocol",
+                "the host wrote a line that is not JSON-RPC while the harness waited: "
+                + garbled[0].message[:200],
+                first,
+            )
+        if first.startswith("no response to"):
+            return Verdict("errored", "host-hung", f"the host hung: {first}", rest)
+        blamed = blamed_requirements(None, step_function, tags)
+        return Verdict("failed", "check", first, rest, tuple(blamed))
+    if isinstance(error, AssertionError | RpcError):
+        first, rest = _split(str(error))
+        if isinstance(error, RpcError):
+            first = f"the host refused a request the scenario needed: {first}"
+        blamed = blamed_requirements(error, step_function, tags)
+        if violations:
+            blamed = sorted({*blamed, SCHEMA_REQUIREMENT})
+            rest = "\n".join([rest, *(v.describe() for v in violations)]).strip()
+        return Verdict("failed", "check", first, rest, tuple(blamed))
+    described = "".join(traceback.format_exception_only(type(error), error)).strip()
+    frames = traceback.extract_tb(error.__traceback__)[-3:]
+    where = "; ".join(f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno} in {f.name}" for f in frames)
+    return Verdict("harness-error", "harness", f"the harness failed: {described}", where)
+
+
+def _wire_line(entry: Any) -> WireLine | None:
+    if isinstance(entry, WireLine):
+        return entry
+    if isinstance(entry, dict):
+        getter = entry.get
+    else:
+        getter = lambda key, default=None: getattr(entry, key, default)  # noqa: E731
+    direction = getter("direction")
+    text = getter("text")
+    at = getter("at_s", getter("at", 0.0))
+    if direction not in ("sent", "received") or not isinstance(text, str):
+        return None
+    if len(text) > _LINE_LIMIT:
+        text = f"{text[: _LINE_LIMIT // 2]} … [{len(text)} characters] … {text[-200:]}"
+    return WireLine(direction=direction, at_s=round(float(at or 0.0), 3), text=text)
+
+
+def _provider_call(request: Any) -> ProviderCall:
+    messages = list(getattr(request, "messages", []) or [])
+    last = messages[-1] if messages else {}
+    content = last.get("content") if isinstance(last, dict) else None
+    text = content if isinstance(content, str) else str(content)
+    flagged = (
+        "malformed"
+        if getattr(request, "malformed", False)
+        else "unscripted"
+        if getattr(request, "unscripted", False)
+        else None
+    )
+    return ProviderCall(
+        model=getattr(request, "model", None),
+        stream=bool(getattr(request, "stream", False)),
+        tools=list(getattr(request, "tool_names", ())),
+        messages=len(messages),
+        last_message=f"{last.get('role', '?') if isinstance(last, dict) else '?'}: {text[:300]}",
+        flagged=flagged,
+    )
+
+
+def failure_record(
+    verdict: Verdict, step: StepResult | None, world: World | None
+) -> FailureRecord | None:
+    """The record of a failed, errored or harness-broken scenario (None otherwise)."""
+    if verdict.kind is None:
+        return None
+    transcript: list[WireLine] = []
+    provider: list[ProviderCall] = []
+    stderr = ""
+    host_exit: HostExit | None = None
+    violations: list[str] = []
+    if world is not None:
+        transcript = [w for w in map(_wire_line, world.transcript()) if w is not None]
+        provider = [_provider_call(r) for r in world.provider.requests()]
+        stderr = world.stderr()[-STDERR_TAIL:]
+        exit_info = world.last_exit()
+        if exit_info is not None:
+            host_exit = HostExit(
+                running=exit_info.running, status=exit_info.status, signal=exit_info.signal
+            )
+        violations = [v.describe() for v in world.violations()]
+    return FailureRecord(
+        kind=verdict.kind,
+        message=verdict.message,
+        detail=verdict.detail,
+        step=step,
+        blamed=list(verdict.blamed),
+        host_exit=host_exit,
+        stderr_tail=stderr,
+        transcript=transcript[-TRANSCRIPT_LINES:],
+        provider_requests=provider[-PROVIDER_CALLS:],
+        violations=violations,
+    )

@@ -1,0 +1,1 @@
+"""Hosts that take a freedom the published contract allows; the suite must pass them."""

@@ -1,0 +1,62 @@
+"""The registry of host variants and the cases that run the suite against them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+Patch = Callable[[], None]
+VARIANTS: dict[str, Patch] = {}
+
+
+def patch(owner: object, name: str, value: object) -> None:
+    """Replace ``owner.name`` in this host process (the variant's one changed piece)."""
+    setattr(owner, name, value)
+
+
+def variant(name: str) -> Callable[[Patch], Patch]:
+    """Register a patch under ``name``."""
+
+    def register(function: Patch) -> Patch:
+        assert name not in VARIANTS, f"two variants are called {name!r}"
+        VARIANTS[name] = function
+        return function
+
+    return register
+
+
+@dataclass(frozen=True)
+class BrokenCase:
+    """A broken variant, the scenarios to run, and the requirement that must be blamed.
+
+    ``reason`` is part of the failed check's message, so the case proves that the right
+    check caught the variant, not a timeout or another check by accident.
+    """
+
+    variant: str
+    areas: str
+    keyword: str
+    requirement: str
+    reason: str
+    slow: bool = False  # caught only once a wait of the step timeout has run out
+    label: str = ""  # tells apart two cases of one variant
+
+    @property
+    def id(self) -> str:
+        """The test id."""
+        return f"{self.variant}-{self.label}" if self.label else self.variant
+
+
+@dataclass(frozen=True)
+class AllowedCase:
+    """A variant that differs only in contract-allowed ways, and the scenarios it must pass."""
+
+    variant: str
+    areas: str
+    keyword: str = ""
+    why: str = ""  # which freedom of the contract the variant takes
+
+    @property
+    def id(self) -> str:
+        """The test id."""
+        return self.variant
