@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from conformance.contract import ContractChecker, Violation
+from conformance.contract import ContractChecker, Violation, dumps, parse_line
 from conformance.drivers import RunningHost
 from pi_contract import PROTOCOL_VERSION
 
@@ -87,14 +86,12 @@ class HostClient:
 
     def _accept(self, raw_line: bytes) -> None:
         raw = raw_line.decode("utf-8", "replace")
-        try:
-            message = json.loads(raw_line.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        parsed = parse_line(raw_line, "host-to-client")
+        if parsed.violation is not None:
             with self._lock:
-                self.violations.append(
-                    Violation("host-to-client", None, "", f"not UTF-8 JSON: {exc}", raw)
-                )
+                self.violations.append(parsed.violation)
             return
+        message = parsed.message
         with self._lock:
             self.received.append(message)
             request_id = message.get("id") if isinstance(message, dict) else None
@@ -146,7 +143,7 @@ class HostClient:
         pending = _Pending(str(message.get("method")), threading.Event())
         with self._lock:
             self._pending[message["id"]] = pending
-        line = json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n"
+        line = dumps(message) + "\n"
         try:
             self.send_raw(line.encode("utf-8"))
         except (BrokenPipeError, OSError, ValueError) as exc:
@@ -173,10 +170,7 @@ class HostClient:
                 pending = _Pending(str(message.get("method")), threading.Event())
                 self._pending[message["id"]] = pending
                 pendings.append((message["id"], pending))
-        data = b"".join(
-            (json.dumps(m, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
-            for m in messages
-        )
+        data = b"".join((dumps(m) + "\n").encode() for m in messages)
         self.send_raw(data)
         with self._lock:
             responses = [
