@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import BinaryIO, Protocol, TextIO, cast
+from typing import BinaryIO, Protocol, TextIO, cast, runtime_checkable
 
 ServeFn = Callable[[Sequence[str], BinaryIO, BinaryIO, TextIO], int]
 
@@ -59,6 +59,15 @@ class RunningHost(Protocol):
     @property
     def supports_crash(self) -> bool:
         """Whether :meth:`crash` is a real abrupt stop for this driver."""
+        ...
+
+
+@runtime_checkable
+class ReportsExit(Protocol):
+    """A running host that can tell whether, and how, its process ended."""
+
+    def exit_status(self, timeout: float = 0.0) -> int | None:
+        """The exit status once the host has ended (waiting up to ``timeout`` s), else None."""
         ...
 
 
@@ -162,6 +171,12 @@ class SubprocessHost:
     def stderr_text(self) -> str:
         return self._stderr.text()
 
+    def exit_status(self, timeout: float = 0.0) -> int | None:
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
     def stop(self) -> int | None:
         with contextlib.suppress(OSError, ValueError):
             self.to_host.close()
@@ -253,6 +268,10 @@ class InProcessHost:
 
     def stderr_text(self) -> str:
         return self._stderr.text()
+
+    def exit_status(self, timeout: float = 0.0) -> int | None:
+        self._thread.join(timeout)
+        return None if self._thread.is_alive() else self.returncode
 
     def stop(self) -> int | None:
         with contextlib.suppress(OSError):
