@@ -255,7 +255,7 @@ class HostClient:
         # Let the reader take in what the host said before it went (a startup error).
         with self._lock:
             self._lock.wait_for(lambda: self.connection.closed, EXIT_GRACE)
-        raise self._stopped(f"before it could be sent {method} ({failure})") from failure
+        raise self._stopped(f"before it could receive {method} ({failure})") from failure
 
     # -- requests -----------------------------------------------------------------------
 
@@ -263,8 +263,7 @@ class HostClient:
         """Write bytes to the host unchecked (for deliberately malformed input)."""
         with self._lock:
             self.connection.record_sent(data)
-        self.host.to_host.write(data)
-        self.host.to_host.flush()
+        self._write(data, "raw bytes")
 
     def next_id(self) -> int:
         """A fresh request id."""

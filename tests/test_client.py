@@ -265,6 +265,8 @@ def test_a_host_that_exits_mid_request_is_reported_as_exited(tmp_path: Path) -> 
             client.request("session/list", {})
         with pytest.raises(TimeoutError, match="before the host exited with status 3"):
             client.wait_for("turn/ended")
+        with pytest.raises(HostStoppedError, match="status 3 before it could receive raw bytes"):
+            client.send_raw(b"{}\n")
     finally:
         host.stop()
         client.close()
