@@ -1,204 +1,327 @@
 """A blocking protocol v9 client for synchronous step definitions.
 
-A reader thread takes every line the host writes, checks it against the published
-contract, hands responses to the waiting request and keeps notifications in arrival order.
-Every wait is bounded; nothing sleeps.
+The protocol logic lives in :class:`conformance.connection.Connection`; this module is its
+transport. A reader thread feeds the host's output to the connection and wakes whoever
+waits; requests are written to the host's stdin. Every wait is bounded; nothing sleeps.
 """
 
 from __future__ import annotations
 
 import contextlib
-import itertools
-import json
+import enum
+import functools
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, Literal, ParamSpec, TypeVar
 
+from pydantic import BaseModel, ValidationError
+
+from conformance.connection import (
+    Connection,
+    HarnessError,
+    Predicate,
+    RequestId,
+    RpcError,
+    WireRecord,
+)
 from conformance.contract import ContractChecker, Violation
-from conformance.drivers import RunningHost
+from conformance.drivers import ReportsExit, RunningHost
+from conformance.protocol_models import (
+    ApprovalApproveParams,
+    ApprovalApproveResult,
+    ApprovalListResult,
+    ApprovalRef,
+    ApprovalRejectParams,
+    ApprovalResult,
+    ArtifactReadResult,
+    ClientInfo,
+    ClockAdvanceParams,
+    ClockResult,
+    ClockSetParams,
+    Empty,
+    FaultArmParams,
+    InitializeParams,
+    InitializeResult,
+    Mode,
+    PermissionMode,
+    PermissionRespondParams,
+    ProviderConfig,
+    SessionCancelResult,
+    SessionConfigureParams,
+    SessionCreateParams,
+    SessionListResult,
+    SessionPromptParams,
+    SessionPromptResult,
+    SessionRef,
+    SessionResult,
+    ShellListResult,
+    ShellSetDefaultParams,
+    ShellSetDefaultResult,
+    TaskCreateParams,
+    TaskListResult,
+    TaskRef,
+    TaskResult,
+    TaskRunResult,
+    TaskUpdateParams,
+    Timestamp,
+    TranscriptResult,
+)
 from pi_contract import PROTOCOL_VERSION
 
-Predicate = Callable[[dict[str, Any]], bool]
+__all__ = [
+    "ABSENT",
+    "TYPED_METHODS",
+    "Absent",
+    "HarnessError",
+    "HostClient",
+    "HostStoppedError",
+    "InvalidResultError",
+    "Predicate",
+    "RpcError",
+]
 
+ResultT = TypeVar("ResultT", bound=BaseModel)
+P = ParamSpec("P")
+R = TypeVar("R")
 
-class HarnessError(AssertionError):
-    """The harness itself misbehaved (for example it built an invalid request)."""
+# How long to let a host that closed its output finish exiting, to report its status.
+EXIT_GRACE: Final = 2.0
+READ_CHUNK: Final = 64 * 1024
 
 
 class HostStoppedError(AssertionError):
-    """The host closed its output while the harness was waiting for it."""
+    """The host closed its output (or input) while the harness was talking to it.
+
+    ``exit_status`` is the host's exit status when it is known to have exited.
+    """
+
+    def __init__(self, message: str, exit_status: int | None = None) -> None:
+        super().__init__(message)
+        self.exit_status = exit_status
 
 
-@dataclass(frozen=True)
-class RpcError(Exception):
-    """A JSON-RPC error response from the host."""
-
-    method: str
-    code: int
-    message: str
-    data: dict[str, Any]
-
-    @property
-    def canonical(self) -> str:
-        """The canonical ``data.code``."""
-        return str(self.data.get("code"))
-
-    def __str__(self) -> str:
-        return f"{self.method} failed with {self.canonical}: {self.message}"
+class InvalidResultError(AssertionError):
+    """A typed call got a result that does not fit its published model."""
 
 
-@dataclass
-class _Pending:
-    method: str
-    done: threading.Event
-    response: dict[str, Any] | None = None
+class Absent(enum.Enum):
+    """Marks an optional field that is left out (as opposed to sent as null)."""
+
+    ABSENT = "absent"
+
+
+ABSENT: Final = Absent.ABSENT
+
+# Every request method of protocol v9 and the typed HostClient method that sends it.
+TYPED_METHODS: Final = {
+    "initialize": "handshake",
+    "session/create": "create_session",
+    "session/get": "get_session",
+    "session/list": "list_sessions",
+    "session/configure": "configure_session",
+    "session/prompt": "prompt",
+    "session/cancel": "cancel",
+    "session/transcript": "session_transcript",
+    "approval/get": "get_approval",
+    "approval/list": "list_approvals",
+    "approval/approve": "approve",
+    "approval/reject": "reject",
+    "artifact/read": "read_artifact",
+    "permission/respond": "respond_permission",
+    "shell/list": "list_shells",
+    "shell/setDefault": "set_default_shell",
+    "task/create": "create_task",
+    "task/list": "list_tasks",
+    "task/update": "update_task",
+    "task/delete": "delete_task",
+    "task/run": "run_task",
+    "conformance/clock/get": "clock_get",
+    "conformance/clock/set": "clock_set",
+    "conformance/clock/advance": "clock_advance",
+    "conformance/fault/arm": "arm_fault",
+}
+
+
+def _given(**fields: Any) -> dict[str, Any]:
+    """The optional fields that were given: None (or ABSENT for nullable ones) leaves one out."""
+    return {name: value for name, value in fields.items() if value is not None}
+
+
+def _given_nullable(**fields: Any) -> dict[str, Any]:
+    return {name: value for name, value in fields.items() if value is not ABSENT}
+
+
+def _harness_built(method: Callable[P, R]) -> Callable[P, R]:
+    """Params that break their model are the harness's fault, not the host's."""
+
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except ValidationError as exc:
+            raise HarnessError(
+                f"the harness built invalid params in {method.__name__}: {exc}"
+            ) from exc
+
+    return wrapper
 
 
 class HostClient:
-    """Talks protocol v9 to one running host."""
+    """Talks protocol v9 to one running host.
 
-    def __init__(self, host: RunningHost, timeout: float = 10.0) -> None:
+    ``exit_status`` reports the host's exit status (waiting up to the given seconds), so
+    that a stopped host is reported as exited; by default the driver's host provides it.
+    """
+
+    def __init__(
+        self,
+        host: RunningHost,
+        timeout: float = 10.0,
+        *,
+        exit_status: Callable[[float], int | None] | None = None,
+        checker: ContractChecker | None = None,
+    ) -> None:
         self.host = host
         self.timeout = timeout
-        self.checker = ContractChecker()
-        self.violations: list[Violation] = []
-        self.unmatched: list[dict[str, Any]] = []
-        self.received: list[Any] = []
-        self._ids = itertools.count(1)
+        self.connection = Connection(checker)
+        if exit_status is None and isinstance(host, ReportsExit):
+            exit_status = host.exit_status
+        self._exit_status = exit_status
         self._lock = threading.Condition()
-        self._pending: dict[int | str, _Pending] = {}
-        self._notifications: list[dict[str, Any]] = []
-        self._closed = False
+        self._write_lock = threading.Lock()
         self._reader = threading.Thread(target=self._read, name="host-reader", daemon=True)
         self._reader.start()
+
+    @property
+    def checker(self) -> ContractChecker:
+        """The contract checker every message goes through."""
+        return self.connection.checker
+
+    @property
+    def violations(self) -> list[Violation]:
+        """Every message from the host that broke the contract, in arrival order."""
+        return self.connection.violations
+
+    @property
+    def unmatched(self) -> list[dict[str, Any]]:
+        """Responses that answered no pending request (id null, unknown or repeated ids)."""
+        return self.connection.unmatched
+
+    @property
+    def received(self) -> list[Any]:
+        """Every JSON value the host sent, in order."""
+        return self.connection.received
 
     # -- reading ------------------------------------------------------------------------
 
     def _read(self) -> None:
+        stream = self.host.from_host
+        read = getattr(stream, "read1", stream.read)
         try:
-            for raw_line in iter(self.host.from_host.readline, b""):
-                self._accept(raw_line.rstrip(b"\n"))
+            while True:
+                chunk = read(READ_CHUNK)
+                if not chunk:
+                    break
+                with self._lock:
+                    self.connection.receive_data(chunk)
+                    self._lock.notify_all()
         except (OSError, ValueError):
             pass
         with self._lock:
-            self._closed = True
+            self.connection.receive_eof()
             self._lock.notify_all()
 
-    def _accept(self, raw_line: bytes) -> None:
-        raw = raw_line.decode("utf-8", "replace")
-        try:
-            message = json.loads(raw_line.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            with self._lock:
-                self.violations.append(
-                    Violation("host-to-client", None, "", f"not UTF-8 JSON: {exc}", raw)
-                )
-            return
-        with self._lock:
-            self.received.append(message)
-            request_id = message.get("id") if isinstance(message, dict) else None
-            pending = (
-                self._pending.get(request_id)
-                if isinstance(request_id, int | str) and not isinstance(request_id, bool)
-                else None
-            )
-            method = pending.method if pending else None
-            violation = self.checker.check_incoming(message, method, raw)
-            if violation is not None:
-                self.violations.append(violation)
-            if not isinstance(message, dict):
-                return
-            if "method" in message and "id" not in message:
-                self._notifications.append(message)
-            elif pending is not None:
-                pending.response = message
-                pending.done.set()
+    # -- host state ---------------------------------------------------------------------
+
+    def _exited(self) -> int | None:
+        return self._exit_status(EXIT_GRACE) if self._exit_status is not None else None
+
+    def _stopped(self, what: str) -> HostStoppedError:
+        """The error for a host that went away; says whether and how it exited."""
+        status = self._exited()
+        if status is not None:
+            return HostStoppedError(f"the host exited with status {status} {what}", status)
+        return HostStoppedError(f"the host closed its output {what}")
+
+    def _write(self, data: bytes, method: str) -> None:
+        with self._write_lock:
+            try:
+                self.host.to_host.write(data)
+                self.host.to_host.flush()
+            except (OSError, ValueError) as exc:
+                failure = exc
             else:
-                self.unmatched.append(message)
-            self._lock.notify_all()
+                return
+        # Let the reader take in what the host said before it went (a startup error).
+        with self._lock:
+            self._lock.wait_for(lambda: self.connection.closed, EXIT_GRACE)
+        raise self._stopped(f"before it could receive {method} ({failure})") from failure
 
     # -- requests -----------------------------------------------------------------------
 
     def send_raw(self, data: bytes) -> None:
         """Write bytes to the host unchecked (for deliberately malformed input)."""
-        self.host.to_host.write(data)
-        self.host.to_host.flush()
+        with self._lock:
+            self.connection.record_sent(data)
+        self._write(data, "raw bytes")
+
+    def next_id(self) -> int:
+        """A fresh request id."""
+        with self._lock:
+            return self.connection.next_id()
 
     def call(
         self, method: str, params: dict[str, Any] | None = None, timeout: float | None = None
     ) -> dict[str, Any]:
         """Send a request and return the whole response (result or error)."""
-        request_id = next(self._ids)
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            message["params"] = params
+        with self._lock:
+            message = self.connection.build_request(method, params)
         return self.call_message(message, timeout)
 
     def call_message(
         self, message: dict[str, Any], timeout: float | None = None, check: bool = True
     ) -> dict[str, Any]:
         """Send a prepared request; ``check=False`` sends an intentionally invalid one."""
-        if check:
-            violation = self.checker.check_outgoing(message)
-            if violation is not None:
-                raise HarnessError("the harness built an invalid request: " + violation.describe())
-        pending = _Pending(str(message.get("method")), threading.Event())
-        with self._lock:
-            self._pending[message["id"]] = pending
-        line = json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n"
-        try:
-            self.send_raw(line.encode("utf-8"))
-        except (BrokenPipeError, OSError, ValueError) as exc:
-            raise HostStoppedError(f"cannot write to the host: {exc}") from exc
-        with self._lock:
-            return self._await_response(message["id"], pending, timeout or self.timeout)
-
-    def _await_response(
-        self, request_id: int | str, pending: _Pending, timeout: float
-    ) -> dict[str, Any]:
-        """Wait (holding the lock) for the response to one request."""
-        if not self._lock.wait_for(lambda: pending.done.is_set() or self._closed, timeout):
-            raise TimeoutError(f"no response to {pending.method} within {timeout} s")
-        del self._pending[request_id]
-        if pending.response is None:
-            raise HostStoppedError(f"the host stopped before answering {pending.method}")
-        return pending.response
+        request_id = self._register(message, check)
+        return self._await_response(request_id, timeout or self.timeout)
 
     def call_together(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Write several requests in one go, then wait for each response."""
-        pendings = []
         with self._lock:
-            for message in messages:
-                pending = _Pending(str(message.get("method")), threading.Event())
-                self._pending[message["id"]] = pending
-                pendings.append((message["id"], pending))
-        data = b"".join(
-            (json.dumps(m, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
-            for m in messages
-        )
-        self.send_raw(data)
-        with self._lock:
-            responses = [
-                self._await_response(request_id, pending, self.timeout)
-                for request_id, pending in pendings
-            ]
-        return responses
+            lines = [self.connection.send_request(message) for message in messages]
+        method = ", ".join(str(message.get("method")) for message in messages)
+        self._write(b"".join(lines), method)
+        return [self._await_response(message["id"], self.timeout) for message in messages]
 
-    def next_id(self) -> int:
-        """A fresh request id."""
-        return next(self._ids)
+    def _register(self, message: dict[str, Any], check: bool) -> RequestId:
+        with self._lock:
+            data = self.connection.send_request(message, check=check)
+        self._write(data, str(message.get("method")))
+        request_id: RequestId = message["id"]
+        return request_id
+
+    def _await_response(self, request_id: RequestId, timeout: float) -> dict[str, Any]:
+        with self._lock:
+            arrived = self._lock.wait_for(
+                lambda: self.connection.has_response(request_id) or self.connection.closed,
+                timeout,
+            )
+            method = self.connection.method_of(request_id) or "the request"
+            response = self.connection.take_response(request_id)
+        if response is not None:
+            return response.message
+        if not arrived:
+            raise TimeoutError(f"no response to {method} within {timeout} s")
+        raise self._stopped(f"before answering {method}")
 
     def request(
         self, method: str, params: dict[str, Any] | None = None, timeout: float | None = None
     ) -> dict[str, Any]:
         """Send a request and return its result, raising :class:`RpcError` on an error."""
         response = self.call(method, params, timeout)
-        if "error" in response:
-            error = response["error"]
-            raise RpcError(
-                method, int(error.get("code", 0)), str(error.get("message")), error.get("data", {})
-            )
+        error = RpcError.from_response(method, response)
+        if error is not None:
+            raise error
         result: dict[str, Any] = response.get("result", {})
         return result
 
@@ -214,13 +337,12 @@ class HostClient:
     def mark(self) -> int:
         """A cursor: notifications received from now on have an index >= this value."""
         with self._lock:
-            return len(self._notifications)
+            return self.connection.mark()
 
     def notifications(self, method: str | None = None, since: int = 0) -> list[dict[str, Any]]:
         """Notifications received so far (optionally of one method), oldest first."""
         with self._lock:
-            found = self._notifications[since:]
-        return [n for n in found if method is None or n["method"] == method]
+            return self.connection.notifications(method, since)
 
     def wait_for(
         self,
@@ -232,42 +354,281 @@ class HostClient:
         """Wait for a notification of ``method`` whose params satisfy ``predicate``."""
         limit = timeout or self.timeout
         position = since
+        match: dict[str, Any] | None = None
 
-        def found() -> dict[str, Any] | None:
-            nonlocal position
-            for note in self._notifications[position:]:
-                position += 1
-                if note["method"] == method and predicate(note.get("params", {})):
-                    return note
-            return None
+        def ready() -> bool:
+            nonlocal match, position
+            match, position = self.connection.scan(method, predicate, position)
+            return match is not None or self.connection.closed
 
         with self._lock:
-            match: dict[str, Any] | None = None
-
-            def ready() -> bool:
-                nonlocal match
-                match = found()
-                return match is not None or self._closed
-
             self._lock.wait_for(ready, limit)
-            if match is None:
-                state = "the host stopped" if self._closed else f"{limit} s passed"
-                raise TimeoutError(f"no {method} notification matched before {state}")
-            params: dict[str, Any] = match.get("params", {})
-            return params
+            closed = self.connection.closed
+        if match is None:
+            if not closed:
+                raise TimeoutError(f"no {method} notification matched before {limit} s passed")
+            status = self._exited()
+            stop = "the host stopped" if status is None else f"the host exited with status {status}"
+            raise TimeoutError(f"no {method} notification matched before {stop}")
+        params: dict[str, Any] = match.get("params", {})
+        return params
 
     def wait_unmatched(self, count: int = 1, timeout: float | None = None) -> list[dict[str, Any]]:
         """Wait for responses that answer no pending request (e.g. to malformed frames)."""
         with self._lock:
             self._lock.wait_for(
-                lambda: len(self.unmatched) >= count or self._closed, timeout or self.timeout
+                lambda: len(self.unmatched) >= count or self.connection.closed,
+                timeout or self.timeout,
             )
-            if len(self.unmatched) < count:
-                raise TimeoutError(f"expected {count} unsolicited responses, got {self.unmatched}")
-            return list(self.unmatched)
+            found = list(self.unmatched)
+        if len(found) < count:
+            raise TimeoutError(f"expected {count} unsolicited responses, got {found}")
+        return found
+
+    # -- the wire -----------------------------------------------------------------------
+
+    def transcript(self) -> list[WireRecord]:
+        """Every line sent to and received from this host, in order, with timings."""
+        with self._lock:
+            return self.connection.transcript()
 
     def close(self) -> None:
         """Stop reading (the host itself is stopped by its driver)."""
         self._reader.join(timeout=5)
         with contextlib.suppress(OSError):
             self.host.from_host.close()
+
+    # -- typed requests -----------------------------------------------------------------
+
+    def call_typed(self, method: str, params: BaseModel, result_type: type[ResultT]) -> ResultT:
+        """Send a request built from a params model; return its result as a model.
+
+        Raises :class:`RpcError` for an error response and :class:`InvalidResultError`
+        for a result that does not fit ``result_type``.
+        """
+        result = self.request(method, params.model_dump(mode="json", exclude_unset=True))
+        try:
+            return result_type.model_validate(result)
+        except ValidationError as exc:
+            raise InvalidResultError(
+                f"the host's {method} result is not a {result_type.__name__}: {exc}"
+            ) from exc
+
+    @_harness_built
+    def handshake(
+        self,
+        version: int = PROTOCOL_VERSION,
+        client_name: str = "pi-conformance",
+        client_version: str | None = None,
+    ) -> InitializeResult:
+        """``initialize``, typed."""
+        info = ClientInfo(name=client_name, **_given(version=client_version))
+        params = InitializeParams(protocolVersion=version, clientInfo=info)
+        return self.call_typed("initialize", params, InitializeResult)
+
+    @_harness_built
+    def create_session(
+        self,
+        workspace_root: str | None,
+        *,
+        mode: Mode | None = None,
+        permission_mode: Mode | None = None,
+        provider: ProviderConfig | None = None,
+        shell_id: str | None = None,
+    ) -> SessionResult:
+        """``session/create``."""
+        params = SessionCreateParams(
+            workspaceRoot=workspace_root,
+            **_given(
+                mode=mode, permissionMode=permission_mode, provider=provider, shellId=shell_id
+            ),
+        )
+        return self.call_typed("session/create", params, SessionResult)
+
+    @_harness_built
+    def get_session(self, session_id: str) -> SessionResult:
+        """``session/get``."""
+        return self.call_typed("session/get", SessionRef(sessionId=session_id), SessionResult)
+
+    @_harness_built
+    def list_sessions(self) -> SessionListResult:
+        """``session/list``."""
+        return self.call_typed("session/list", Empty(), SessionListResult)
+
+    @_harness_built
+    def configure_session(
+        self,
+        session_id: str,
+        *,
+        mode: Mode | None = None,
+        permission_mode: Mode | None = None,
+        provider: ProviderConfig | None = None,
+        shell_id: str | Absent | None = ABSENT,
+    ) -> SessionResult:
+        """``session/configure``; ``shell_id=None`` clears the session's shell."""
+        params = SessionConfigureParams(
+            sessionId=session_id,
+            **_given(mode=mode, permissionMode=permission_mode, provider=provider),
+            **_given_nullable(shellId=shell_id),
+        )
+        return self.call_typed("session/configure", params, SessionResult)
+
+    @_harness_built
+    def prompt(self, session_id: str, text: str) -> SessionPromptResult:
+        """``session/prompt``."""
+        params = SessionPromptParams(sessionId=session_id, text=text)
+        return self.call_typed("session/prompt", params, SessionPromptResult)
+
+    @_harness_built
+    def cancel(self, session_id: str) -> SessionCancelResult:
+        """``session/cancel``."""
+        params = SessionRef(sessionId=session_id)
+        return self.call_typed("session/cancel", params, SessionCancelResult)
+
+    @_harness_built
+    def session_transcript(self, session_id: str) -> TranscriptResult:
+        """``session/transcript`` (the host's stored transcript, not the wire's)."""
+        params = SessionRef(sessionId=session_id)
+        return self.call_typed("session/transcript", params, TranscriptResult)
+
+    @_harness_built
+    def get_approval(self, session_id: str, approval_id: str) -> ApprovalResult:
+        """``approval/get``."""
+        params = ApprovalRef(sessionId=session_id, approvalId=approval_id)
+        return self.call_typed("approval/get", params, ApprovalResult)
+
+    @_harness_built
+    def list_approvals(self, session_id: str) -> ApprovalListResult:
+        """``approval/list``."""
+        params = SessionRef(sessionId=session_id)
+        return self.call_typed("approval/list", params, ApprovalListResult)
+
+    @_harness_built
+    def approve(
+        self, session_id: str, approval_id: str, permission_mode: PermissionMode
+    ) -> ApprovalApproveResult:
+        """``approval/approve`` with an explicit permission mode."""
+        params = ApprovalApproveParams(
+            sessionId=session_id, approvalId=approval_id, permissionMode=permission_mode
+        )
+        return self.call_typed("approval/approve", params, ApprovalApproveResult)
+
+    @_harness_built
+    def reject(self, session_id: str, approval_id: str) -> ApprovalResult:
+        """``approval/reject``."""
+        params = ApprovalRejectParams(sessionId=session_id, approvalId=approval_id)
+        return self.call_typed("approval/reject", params, ApprovalResult)
+
+    @_harness_built
+    def read_artifact(self, session_id: str, approval_id: str) -> ArtifactReadResult:
+        """``artifact/read``."""
+        params = ApprovalRef(sessionId=session_id, approvalId=approval_id)
+        return self.call_typed("artifact/read", params, ArtifactReadResult)
+
+    @_harness_built
+    def respond_permission(self, request_id: str, decision: Literal["allow", "deny"]) -> Empty:
+        """``permission/respond`` with ``"allow"`` or ``"deny"``."""
+        params = PermissionRespondParams(requestId=request_id, decision=decision)
+        return self.call_typed("permission/respond", params, Empty)
+
+    @_harness_built
+    def list_shells(self) -> ShellListResult:
+        """``shell/list``."""
+        return self.call_typed("shell/list", Empty(), ShellListResult)
+
+    @_harness_built
+    def set_default_shell(self, shell_id: str) -> ShellSetDefaultResult:
+        """``shell/setDefault``."""
+        params = ShellSetDefaultParams(shellId=shell_id)
+        return self.call_typed("shell/setDefault", params, ShellSetDefaultResult)
+
+    @_harness_built
+    def create_task(
+        self,
+        name: str,
+        prompt: str,
+        mode: Mode,
+        workspace_root: str | None,
+        provider: ProviderConfig,
+        *,
+        permission_mode: Mode | None = None,
+        run_at: Timestamp | Absent | None = ABSENT,
+        enabled: bool | None = None,
+    ) -> TaskResult:
+        """``task/create``."""
+        params = TaskCreateParams(
+            name=name,
+            prompt=prompt,
+            mode=mode,
+            workspaceRoot=workspace_root,
+            provider=provider,
+            **_given(permissionMode=permission_mode, enabled=enabled),
+            **_given_nullable(runAt=run_at),
+        )
+        return self.call_typed("task/create", params, TaskResult)
+
+    @_harness_built
+    def list_tasks(self) -> TaskListResult:
+        """``task/list``."""
+        return self.call_typed("task/list", Empty(), TaskListResult)
+
+    @_harness_built
+    def update_task(
+        self,
+        task_id: str,
+        *,
+        name: str | None = None,
+        prompt: str | None = None,
+        mode: Mode | None = None,
+        provider: ProviderConfig | None = None,
+        permission_mode: Mode | None = None,
+        run_at: Timestamp | Absent | None = ABSENT,
+        enabled: bool | None = None,
+    ) -> TaskResult:
+        """``task/update``; only the given fields change (``run_at=None`` clears it)."""
+        params = TaskUpdateParams(
+            taskId=task_id,
+            **_given(
+                name=name,
+                prompt=prompt,
+                mode=mode,
+                provider=provider,
+                permissionMode=permission_mode,
+                enabled=enabled,
+            ),
+            **_given_nullable(runAt=run_at),
+        )
+        return self.call_typed("task/update", params, TaskResult)
+
+    @_harness_built
+    def delete_task(self, task_id: str) -> Empty:
+        """``task/delete``."""
+        return self.call_typed("task/delete", TaskRef(taskId=task_id), Empty)
+
+    @_harness_built
+    def run_task(self, task_id: str) -> TaskRunResult:
+        """``task/run``."""
+        return self.call_typed("task/run", TaskRef(taskId=task_id), TaskRunResult)
+
+    @_harness_built
+    def clock_get(self) -> ClockResult:
+        """``conformance/clock/get``."""
+        return self.call_typed("conformance/clock/get", Empty(), ClockResult)
+
+    @_harness_built
+    def clock_set(self, now: int) -> ClockResult:
+        """``conformance/clock/set`` to ``now`` (epoch milliseconds)."""
+        return self.call_typed("conformance/clock/set", ClockSetParams(now=now), ClockResult)
+
+    @_harness_built
+    def clock_advance(self, ms: int) -> ClockResult:
+        """``conformance/clock/advance`` by ``ms`` milliseconds."""
+        params = ClockAdvanceParams(ms=ms)
+        return self.call_typed("conformance/clock/advance", params, ClockResult)
+
+    @_harness_built
+    def arm_fault(self, fault: str) -> Empty:
+        """``conformance/fault/arm`` at a fault point the host announced."""
+        # Fault points are announced by the host; the schema, not the signature, judges one.
+        params = FaultArmParams.model_validate({"fault": fault})
+        return self.call_typed("conformance/fault/arm", params, Empty)

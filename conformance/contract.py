@@ -1,12 +1,16 @@
 """Validation of every protocol message, in both directions, against ``schemas/``.
 
 A violation names the direction, the method, the message and the JSON pointer of the
-failing part, so a host implementer can find the exact field at fault.
+failing part, so a host implementer can find the exact field at fault. JSON here is
+RFC 8259 JSON: ``NaN``, ``Infinity`` and ``-Infinity``, which Python's json module
+accepts by default, are refused in both directions.
 """
 
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
@@ -42,6 +46,77 @@ class Violation:
         )
 
 
+class NotJSONError(ValueError):
+    """A text that RFC 8259 does not accept as JSON."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise NotJSONError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise NotJSONError(f"the number {text} is beyond the range of a double")
+    return value
+
+
+def loads(text: str | bytes) -> Any:
+    """Parse one JSON text strictly: non-finite numbers raise :class:`NotJSONError`.
+
+    Other syntax errors raise :class:`json.JSONDecodeError`; bytes that are not UTF-8
+    raise :class:`UnicodeDecodeError`.
+    """
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+
+
+def dumps(message: Any) -> str:
+    """One compact JSON line body; non-finite numbers raise :class:`ValueError`."""
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+@dataclass(frozen=True)
+class ParsedLine:
+    """One frame after parsing: the message, or the violation that it is not JSON."""
+
+    message: Any
+    violation: Violation | None
+
+
+def parse_line(line: bytes, direction: Direction) -> ParsedLine:
+    """Parse one frame (without its newline); a frame that is not UTF-8 JSON is a violation."""
+    raw = line.decode("utf-8", "replace")
+    try:
+        return ParsedLine(loads(line), None)
+    except UnicodeDecodeError as exc:
+        reason = f"not UTF-8: {exc}"
+    except (NotJSONError, json.JSONDecodeError) as exc:
+        reason = f"not JSON: {exc}"
+    except RecursionError:
+        reason = "not JSON: nested too deeply to parse"
+    return ParsedLine(None, Violation(direction, None, "", reason, raw))
+
+
+def _non_finite_pointer(value: Any, pointer: str = "") -> str | None:
+    """The JSON pointer of the first NaN or infinity inside ``value``, if any."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return pointer
+    if isinstance(value, dict):
+        items: Any = value.items()
+    elif isinstance(value, list | tuple):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        escaped = str(key).replace("~", "~0").replace("/", "~1")
+        found = _non_finite_pointer(item, f"{pointer}/{escaped}")
+        if found is not None:
+            return found
+    return None
+
+
 @cache
 def _registry() -> Registry[Any]:
     registry: Registry[Any] = Registry()
@@ -67,11 +142,16 @@ def _first_error(validator: Draft202012Validator, instance: Any) -> ValidationEr
 
 
 class ContractChecker:
-    """Checks messages; remembers each request's method to check its response."""
+    """Checks messages against the method index, the schemas and the error catalog.
 
-    def __init__(self) -> None:
+    ``catalog`` replaces the published error catalog (keyed by code), for tests.
+    """
+
+    def __init__(self, catalog: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         self._methods = method_index()
-        self._catalog = error_catalog()
+        self._catalog: Mapping[str, Mapping[str, Any]] = (
+            error_catalog() if catalog is None else catalog
+        )
 
     def method_of_request(self, message: dict[str, Any]) -> str | None:
         """The method of a well-formed request, else None."""
@@ -80,6 +160,15 @@ class ContractChecker:
 
     def check_outgoing(self, message: dict[str, Any]) -> Violation | None:
         """Check a request the harness is about to send."""
+        pointer = _non_finite_pointer(message)
+        if pointer is not None:
+            return Violation(
+                "client-to-host",
+                self.method_of_request(message),
+                pointer,
+                "not JSON: NaN and infinities are not JSON numbers",
+                repr(message),
+            )
         return self._check_body(
             "client-to-host", message, "ClientMessage", "request", "params", "params"
         )
@@ -100,20 +189,14 @@ class ContractChecker:
                 raw,
             )
         if "method" in message:
-            return self._check_body(
+            violation = self._check_body(
                 "host-to-client", message, None, "notification", "params", "params", raw
             )
+            if violation is None and message["method"] == "turn/toolResult":
+                return self._check_tool_result_status(message["params"], raw)
+            return violation
         if "error" in message:
-            code = message["error"]["data"]["code"]
-            if code not in self._catalog:
-                return Violation(
-                    "host-to-client",
-                    request_method,
-                    "/error/data/code",
-                    f"{code!r} is not a canonical error code",
-                    raw,
-                )
-            return None
+            return self._check_error(message["error"], request_method, raw)
         if request_method is None or request_method not in self._methods:
             return None
         definition = self._methods[request_method]["result"]
@@ -122,6 +205,50 @@ class ContractChecker:
             return None
         return Violation(
             "host-to-client", request_method, _pointer(error, "/result"), error.message, raw
+        )
+
+    def _check_error(
+        self, error: dict[str, Any], request_method: str | None, raw: str
+    ) -> Violation | None:
+        code = error["data"]["code"]
+        entry = self._catalog.get(code)
+        if entry is None:
+            return Violation(
+                "host-to-client",
+                request_method,
+                "/error/data/code",
+                f"{code!r} is not a canonical error code",
+                raw,
+            )
+        expected = entry.get("jsonrpcCode")
+        if isinstance(expected, int) and error["code"] != expected:
+            return Violation(
+                "host-to-client",
+                request_method,
+                "/error/code",
+                f"error code {error['code']} is not {expected}, "
+                f"the catalog's jsonrpcCode for {code}",
+                raw,
+            )
+        return None
+
+    def _check_tool_result_status(self, params: dict[str, Any], raw: str) -> Violation | None:
+        """A tool result's status is the one the catalog fixes for its error code."""
+        error = params.get("error")
+        if not isinstance(error, dict):
+            return None
+        code = error.get("code")
+        entry = self._catalog.get(code) if isinstance(code, str) else None
+        expected = entry.get("toolResultStatus") if entry is not None else None
+        if expected is None or params.get("status") == expected:
+            return None
+        return Violation(
+            "host-to-client",
+            "turn/toolResult",
+            "/params/status",
+            f"status {params.get('status')!r} is not {expected!r}, the catalog's "
+            f"toolResultStatus for {code}",
+            raw,
         )
 
     def _check_body(

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import BinaryIO, Protocol, TextIO, cast
+from typing import BinaryIO, Protocol, TextIO, cast, runtime_checkable
 
 ServeFn = Callable[[Sequence[str], BinaryIO, BinaryIO, TextIO], int]
 
@@ -90,6 +90,15 @@ class RunningHost(Protocol):
 
     def exit_info(self) -> ExitInfo:
         """Whether the host still runs, and how it ended if not."""
+        ...
+
+
+@runtime_checkable
+class ReportsExit(Protocol):
+    """A running host that can tell whether, and how, its process ended."""
+
+    def exit_status(self, timeout: float = 0.0) -> int | None:
+        """The exit status once the host has ended (waiting up to ``timeout`` s), else None."""
         ...
 
 
@@ -205,6 +214,12 @@ class SubprocessHost:
             return ExitInfo(running=True)
         return ExitInfo(False, signal=-code) if code < 0 else ExitInfo(False, status=code)
 
+    def exit_status(self, timeout: float = 0.0) -> int | None:
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
     def stop(self, timeout: float = STOP_TIMEOUT) -> int | None:
         with contextlib.suppress(OSError, ValueError):
             self.to_host.close()
@@ -301,6 +316,10 @@ class InProcessHost:
         if self._thread.is_alive():
             return ExitInfo(running=True)
         return ExitInfo(False, status=self.returncode)
+
+    def exit_status(self, timeout: float = 0.0) -> int | None:
+        self._thread.join(timeout)
+        return None if self._thread.is_alive() else self.returncode
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> int | None:
         with contextlib.suppress(OSError):

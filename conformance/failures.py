@@ -11,11 +11,12 @@ from __future__ import annotations
 import traceback
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from conformance.blame import blamed_requirements
 from conformance.capabilities import Unverified
 from conformance.client import HarnessError, HostStoppedError, RpcError
+from conformance.connection import WireRecord
 from conformance.contract import Violation
 from conformance.drivers import ExitInfo
 from conformance.summary_model import (
@@ -129,21 +130,14 @@ def classify(
     return Verdict("harness-error", "harness", f"the harness failed: {described}", where)
 
 
-def _wire_line(entry: Any) -> WireLine | None:
-    if isinstance(entry, WireLine):
-        return entry
-    if isinstance(entry, dict):
-        getter = entry.get
-    else:
-        getter = lambda key, default=None: getattr(entry, key, default)  # noqa: E731
-    direction = getter("direction")
-    text = getter("text")
-    at = getter("at_s", getter("at", 0.0))
-    if direction not in ("sent", "received") or not isinstance(text, str):
-        return None
+def _wire_line(entry: WireRecord, offset: float) -> WireLine:
+    text = entry.text
     if len(text) > _LINE_LIMIT:
-        text = f"{text[: _LINE_LIMIT // 2]} … [{len(text)} characters] … {text[-200:]}"
-    return WireLine(direction=direction, at_s=round(float(at or 0.0), 3), text=text)
+        text = f"{text[: _LINE_LIMIT // 2]} … [{entry.size} bytes] … {text[-200:]}"
+    direction: Literal["sent", "received"] = (
+        "sent" if entry.direction == "client-to-host" else "received"
+    )
+    return WireLine(direction=direction, at_s=round(entry.elapsed + offset, 3), text=text)
 
 
 def _provider_call(request: Any) -> ProviderCall:
@@ -180,7 +174,7 @@ def failure_record(
     host_exit: HostExit | None = None
     violations: list[str] = []
     if world is not None:
-        transcript = [w for w in map(_wire_line, world.transcript()) if w is not None]
+        transcript = [_wire_line(entry, offset) for entry, offset in world.transcript()]
         provider = [_provider_call(r) for r in world.provider.requests()]
         stderr = world.stderr()[-STDERR_TAIL:]
         exit_info = world.last_exit()

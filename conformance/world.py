@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from conformance.client import HarnessError, HostClient, Predicate, RpcError
+from conformance.connection import WireRecord
 from conformance.contract import Violation
-from conformance.drivers import HostDriver, RunningHost
+from conformance.drivers import ExitInfo, HostDriver, RunningHost
 from conformance.mock_provider import MockProvider
 from conformance.storage_inspector import StorageInspector
 
@@ -163,9 +164,10 @@ class World:
     retired_violations: list[Violation] = field(default_factory=list)
     retired_messages: list[Any] = field(default_factory=list)
     retired_notifications: list[dict[str, Any]] = field(default_factory=list)
-    retired_transcript: list[Any] = field(default_factory=list)
+    retired_transcript: list[tuple[WireRecord, float]] = field(default_factory=list)
+    client_offset: float = 0.0  # seconds from the scenario's start to the live client's
     stderr_log: list[str] = field(default_factory=list)
-    exits: list[Any] = field(default_factory=list)
+    exits: list[ExitInfo] = field(default_factory=list)
     started_at: float = field(default_factory=time.monotonic)
     deadline_s: float = 0.0
     aborted: threading.Event = field(default_factory=threading.Event)
@@ -178,6 +180,7 @@ class World:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.host = self.driver.start(self.data_dir)
         self.client = HostClient(self.host, self.timeout)
+        self.client_offset = time.monotonic() - self.started_at
         return self.host
 
     def stop_host(self, crash: bool = False) -> int | None:
@@ -194,9 +197,8 @@ class World:
             self.retired_violations.extend(self.client.violations)
             self.retired_messages.extend(self.client.received)
             self.retired_notifications.extend(self.client.notifications())
-            transcript = getattr(self.client, "transcript", None)
-            if callable(transcript):
-                self.retired_transcript.extend(transcript())
+            offset = self.client_offset
+            self.retired_transcript.extend((line, offset) for line in self.client.transcript())
         self.stderr_log.append(self.host.stderr_text())
         self.exits.append(_exit_of(self.host))
         self.host = None
@@ -289,13 +291,12 @@ class World:
         live = self.client.received if self.client is not None else []
         return [*self.retired_messages, *live]
 
-    def transcript(self) -> list[Any]:
-        """Every protocol line of this scenario, both directions, across restarts."""
-        live: list[Any] = []
+    def transcript(self) -> list[tuple[WireRecord, float]]:
+        """Every protocol line of this scenario, both directions, across restarts, each
+        with the offset of its connection from the scenario's start."""
+        live: list[tuple[WireRecord, float]] = []
         if self.client is not None:
-            transcript = getattr(self.client, "transcript", None)
-            if callable(transcript):
-                live = list(transcript())
+            live = [(line, self.client_offset) for line in self.client.transcript()]
         return [*self.retired_transcript, *live]
 
     def stderr(self) -> str:
@@ -303,7 +304,7 @@ class World:
         live = [self.host.stderr_text()] if self.host is not None else []
         return "\n".join([*self.stderr_log, *live])
 
-    def last_exit(self) -> Any:
+    def last_exit(self) -> ExitInfo | None:
         """How the current host (or the last one) ended, as the driver reports it."""
         if self.host is not None:
             return _exit_of(self.host)
@@ -319,6 +320,5 @@ class World:
             self.stop_host()
 
 
-def _exit_of(host: RunningHost) -> Any:
-    exit_info = getattr(host, "exit_info", None)
-    return exit_info() if callable(exit_info) else None
+def _exit_of(host: RunningHost) -> ExitInfo:
+    return host.exit_info()
