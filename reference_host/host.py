@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -14,9 +14,10 @@ from pi_contract import PROTOCOL_VERSION
 from reference_host import shells
 from reference_host.approvals import Approvals, approval_wire
 from reference_host.clock import Clock, ManualClock
-from reference_host.commands import DEFAULT_TIMEOUT_MS
 from reference_host.errors import HostError
+from reference_host.options import FAULT_POINTS, Faults, HostOptions
 from reference_host.permissions import PermissionBroker
+from reference_host.ports import Notify
 from reference_host.rpc import Handler
 from reference_host.state import Activity, ensure_can_cancel, ensure_idle_for
 from reference_host.storage import SessionRow, Storage
@@ -26,39 +27,14 @@ from reference_host.workspace import validate_root
 
 log = logging.getLogger(__name__)
 
-Notify = Callable[[str, dict[str, Any]], None]
 HOST_NAME = "pi-reference-host"
 HOST_VERSION = "0.1.0"
 DEFAULT_SHELL_KEY = "default_shell_id"
-FAULT_POINTS = ("artifactWrite", "artifactFlush", "approvalCommit", "holdExecution")
 
 
 def new_id(prefix: str) -> str:
     """A fresh opaque identifier."""
     return f"{prefix}_{uuid.uuid4().hex}"
-
-
-@dataclass
-class HostOptions:
-    """Command-line options that shape the host's behaviour."""
-
-    conformance: bool = False
-    max_frame_bytes: int = 8 * 1024 * 1024
-    command_timeout_ms: int = DEFAULT_TIMEOUT_MS
-
-
-@dataclass
-class Faults:
-    """One-shot faults armed through ``conformance/fault/arm``."""
-
-    armed: set[str] = field(default_factory=set)
-
-    def take(self, point: str) -> bool:
-        """True (once) when ``point`` was armed."""
-        if point in self.armed:
-            self.armed.discard(point)
-            return True
-        return False
 
 
 class Host:
