@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
-
-import httpx
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from pi_contract import PROTOCOL_VERSION
 from reference_host import shells
 from reference_host.approvals import Approvals, approval_wire
 from reference_host.clock import Clock, ManualClock
 from reference_host.errors import HostError
+from reference_host.ids import new_id
 from reference_host.options import FAULT_POINTS, Faults, HostOptions
 from reference_host.permissions import PermissionBroker
 from reference_host.ports import Notify
@@ -22,19 +21,18 @@ from reference_host.rpc import Handler
 from reference_host.state import Activity, ensure_can_cancel, ensure_idle_for
 from reference_host.storage import SessionRow, Storage
 from reference_host.tasks import Tasks
-from reference_host.turns import TurnRunner
 from reference_host.workspace import validate_root
+
+if TYPE_CHECKING:
+    import httpx
+
+    from reference_host.turns import TurnRunner
 
 log = logging.getLogger(__name__)
 
 HOST_NAME = "pi-reference-host"
 HOST_VERSION = "0.1.0"
 DEFAULT_SHELL_KEY = "default_shell_id"
-
-
-def new_id(prefix: str) -> str:
-    """A fresh opaque identifier."""
-    return f"{prefix}_{uuid.uuid4().hex}"
 
 
 class Host:
@@ -51,11 +49,26 @@ class Host:
         self.activity: dict[str, Activity] = {}
         self.initialized = False
         self.on_initialized: Callable[[], None] = lambda: None
-        self.http = httpx.AsyncClient(trust_env=False)
         self.permissions = PermissionBroker(self._notify_proxy)
         self.approvals = Approvals(self)
-        self.turns = TurnRunner(self)
         self.tasks = Tasks(self)
+
+    # The turn runner, its tools and the HTTP client are loaded on first use: the first
+    # answer (initialize) needs none of them, and importing them is most of a start-up.
+
+    @cached_property
+    def turns(self) -> TurnRunner:
+        """The turn runner."""
+        from reference_host.turns import TurnRunner
+
+        return TurnRunner(self)
+
+    @cached_property
+    def http(self) -> httpx.AsyncClient:
+        """The HTTP client that reaches model providers (environment proxies ignored)."""
+        import httpx
+
+        return httpx.AsyncClient(trust_env=False)
 
     def _notify_proxy(self, method: str, params: dict[str, Any]) -> None:
         self.notify(method, params)
@@ -67,8 +80,10 @@ class Host:
 
     async def close(self) -> None:
         """Stop background work before the process exits."""
-        await self.turns.shutdown()
-        await self.http.aclose()
+        if "turns" in self.__dict__:
+            await self.turns.shutdown()
+        if "http" in self.__dict__:
+            await self.http.aclose()
 
     # -- activity -----------------------------------------------------------------------
 
