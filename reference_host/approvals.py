@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import base64
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from reference_host import state
 from reference_host.artifacts import encode_markdown, read_artifact, write_artifact
 from reference_host.errors import HostError
+from reference_host.ports import HostCore
 from reference_host.state import (
     ApprovalFacts,
     ExecutionState,
@@ -19,9 +20,6 @@ from reference_host.state import (
     is_expired,
 )
 from reference_host.storage import ApprovalRow, SessionRow
-
-if TYPE_CHECKING:
-    from reference_host.host import Host
 
 TIMEOUT_CODE = "PLAN_APPROVAL_TIMEOUT"
 
@@ -84,7 +82,7 @@ def _require_text(args: dict[str, Any], field: str) -> str:
 class Approvals:
     """Owns every change to plan_approvals rows."""
 
-    def __init__(self, host: Host) -> None:
+    def __init__(self, host: HostCore) -> None:
         self.host = host
 
     # -- submission (§1, §2) ------------------------------------------------------------

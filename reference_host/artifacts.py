@@ -12,7 +12,6 @@ import contextlib
 import errno
 import hashlib
 import os
-import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -65,7 +64,7 @@ def _open_plan_dir(parent_fd: int, name: str, shown: str) -> int:
 
 def _unique_name() -> str:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    return f"plan-{stamp}-{secrets.token_hex(6)}.md"
+    return f"plan-{stamp}-{os.urandom(6).hex()}.md"
 
 
 def write_artifact(root: str, content: bytes, fault: FaultCheck) -> Artifact:

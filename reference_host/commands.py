@@ -15,13 +15,13 @@ import logging
 import os
 import signal
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from reference_host.clock import Clock
+from reference_host.ids import new_id
 from reference_host.shells import Shell
 
 CHUNK_BYTES = 4096
@@ -109,7 +109,7 @@ async def run_command(
     on_start: Callable[[str], Any] | None = None,
 ) -> CommandResult:
     """Run ``command`` with ``shell -c`` in ``cwd``; cancellation ends the whole group."""
-    command_id = f"cmd_{uuid.uuid4().hex}"
+    command_id = new_id("cmd")
     started = time.monotonic()
     process = await asyncio.create_subprocess_exec(
         shell.path,

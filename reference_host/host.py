@@ -3,62 +3,36 @@
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import Any
-
-import httpx
+from dataclasses import replace
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from pi_contract import PROTOCOL_VERSION
 from reference_host import shells
 from reference_host.approvals import Approvals, approval_wire
 from reference_host.clock import Clock, ManualClock
-from reference_host.commands import DEFAULT_TIMEOUT_MS
 from reference_host.errors import HostError
+from reference_host.ids import new_id
+from reference_host.options import FAULT_POINTS, Faults, HostOptions
 from reference_host.permissions import PermissionBroker
+from reference_host.ports import Notify
 from reference_host.rpc import Handler
 from reference_host.state import Activity, ensure_can_cancel, ensure_idle_for
 from reference_host.storage import SessionRow, Storage
 from reference_host.tasks import Tasks
-from reference_host.turns import TurnRunner
 from reference_host.workspace import validate_root
+
+if TYPE_CHECKING:
+    import httpx
+
+    from reference_host.turns import TurnRunner
 
 log = logging.getLogger(__name__)
 
-Notify = Callable[[str, dict[str, Any]], None]
 HOST_NAME = "pi-reference-host"
 HOST_VERSION = "0.1.0"
 DEFAULT_SHELL_KEY = "default_shell_id"
-FAULT_POINTS = ("artifactWrite", "artifactFlush", "approvalCommit", "holdExecution")
-
-
-def new_id(prefix: str) -> str:
-    """A fresh opaque identifier."""
-    return f"{prefix}_{uuid.uuid4().hex}"
-
-
-@dataclass
-class HostOptions:
-    """Command-line options that shape the host's behaviour."""
-
-    conformance: bool = False
-    max_frame_bytes: int = 8 * 1024 * 1024
-    command_timeout_ms: int = DEFAULT_TIMEOUT_MS
-
-
-@dataclass
-class Faults:
-    """One-shot faults armed through ``conformance/fault/arm``."""
-
-    armed: set[str] = field(default_factory=set)
-
-    def take(self, point: str) -> bool:
-        """True (once) when ``point`` was armed."""
-        if point in self.armed:
-            self.armed.discard(point)
-            return True
-        return False
 
 
 class Host:
@@ -75,11 +49,26 @@ class Host:
         self.activity: dict[str, Activity] = {}
         self.initialized = False
         self.on_initialized: Callable[[], None] = lambda: None
-        self.http = httpx.AsyncClient(trust_env=False)
         self.permissions = PermissionBroker(self._notify_proxy)
         self.approvals = Approvals(self)
-        self.turns = TurnRunner(self)
         self.tasks = Tasks(self)
+
+    # The turn runner, its tools and the HTTP client are loaded on first use: the first
+    # answer (initialize) needs none of them, and importing them is most of a start-up.
+
+    @cached_property
+    def turns(self) -> TurnRunner:
+        """The turn runner."""
+        from reference_host.turns import TurnRunner
+
+        return TurnRunner(self)
+
+    @cached_property
+    def http(self) -> httpx.AsyncClient:
+        """The HTTP client that reaches model providers (environment proxies ignored)."""
+        import httpx
+
+        return httpx.AsyncClient(trust_env=False)
 
     def _notify_proxy(self, method: str, params: dict[str, Any]) -> None:
         self.notify(method, params)
@@ -91,8 +80,10 @@ class Host:
 
     async def close(self) -> None:
         """Stop background work before the process exits."""
-        await self.turns.shutdown()
-        await self.http.aclose()
+        if "turns" in self.__dict__:
+            await self.turns.shutdown()
+        if "http" in self.__dict__:
+            await self.http.aclose()
 
     # -- activity -----------------------------------------------------------------------
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from reference_host.errors import HostError
-from reference_host.tools.agent_tools import EDIT_TOOLS
+from reference_host.ids import new_id
+from reference_host.tools.names import EDIT_TOOLS
 
 Notify = Callable[[str, dict[str, Any]], None]
 
@@ -38,7 +38,7 @@ class PermissionBroker:
 
     async def ask(self, session_id: str, turn_id: str, tool: str, tool_input: Any) -> bool:
         """Wait for the user's decision; True means allow."""
-        request_id = f"perm_{uuid.uuid4().hex}"
+        request_id = new_id("perm")
         answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._open[request_id] = _Request(session_id, answer)
         self._notify(

@@ -20,7 +20,8 @@ from typing import Any, BinaryIO, TextIO
 from reference_host.clock import Clock, ManualClock, SystemClock, wall_time_ms
 from reference_host.errors import HostError
 from reference_host.framing import DEFAULT_MAX_FRAME_BYTES, Frame, read_frames
-from reference_host.host import Host, HostOptions
+from reference_host.host import Host
+from reference_host.options import HostOptions
 from reference_host.rpc import Dispatcher, encode
 from reference_host.storage import Storage
 

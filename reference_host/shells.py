@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -26,6 +25,8 @@ class Shell:
 @cache
 def catalog() -> tuple[Shell, ...]:
     """Every known shell found on PATH, in a fixed order."""
+    import shutil  # only when the catalog is first needed: it is slow to import
+
     found: list[Shell] = []
     for name in _KNOWN:
         location = shutil.which(name)

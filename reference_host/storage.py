@@ -7,6 +7,7 @@ refused before the host serves a request.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -137,9 +138,16 @@ class Storage:
         if version == V8:
             await migrate_v8_to_v10(self._conn, _statements(v10_ddl()))
             return
-        async with self.transaction():
-            for statement in _statements(v10_ddl()):
-                await self._conn.execute(statement)
+        # A new database: WAL first, so that creating the schema is one WAL commit; and the
+        # whole schema in one script, one trip to the database thread.
+        statements = ["PRAGMA journal_mode = WAL", "BEGIN IMMEDIATE", *_statements(v10_ddl())]
+        script = ";\n".join([*statements, "COMMIT"])
+        try:
+            await self._conn.executescript(script)
+        except BaseException:
+            with contextlib.suppress(aiosqlite.Error):
+                await self._conn.execute("ROLLBACK")
+            raise
 
     async def user_version(self) -> int:
         """``PRAGMA user_version`` of the database."""

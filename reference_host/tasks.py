@@ -12,14 +12,12 @@ up after a restart.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from reference_host.errors import HostError
+from reference_host.ports import HostCore
 from reference_host.storage import SessionRow
 from reference_host.workspace import validate_root
-
-if TYPE_CHECKING:
-    from reference_host.host import Host
 
 PLAN_REFUSAL = "PLAN_REQUIRES_INTERACTIVE_SESSION"
 
@@ -45,7 +43,7 @@ def _run_wire(run: dict[str, Any] | None) -> dict[str, Any] | None:
 class Tasks:
     """Scheduled task handlers and the unattended runner."""
 
-    def __init__(self, host: Host) -> None:
+    def __init__(self, host: HostCore) -> None:
         self.host = host
         self._timers: dict[str, Any] = {}
 

@@ -11,15 +11,15 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from reference_host import shells
 from reference_host.commands import CommandCancelledError, CommandResult, run_command
 from reference_host.errors import HostError
 from reference_host.permissions import needs_permission
+from reference_host.ports import HostCore, TurnEnded
 from reference_host.provider_client import (
     AssistantReply,
     ProviderConfig,
@@ -44,13 +44,7 @@ from reference_host.tools.base import ToolContext, validate_args
 from reference_host.tools.registry import by_name
 from reference_host.workspace import resolve_inside
 
-if TYPE_CHECKING:
-    from reference_host.host import Host
-
 log = logging.getLogger(__name__)
-
-TurnEnded = Callable[[str, HostError | None], Awaitable[None]]
-"""Called with the outcome and error once a turn has ended and been recorded."""
 
 MAX_STEPS = 64
 API_KEY_ENV = "OPENAI_API_KEY"
@@ -110,7 +104,7 @@ def _error_text(error: HostError) -> str:
 class TurnRunner:
     """Runs turns as background tasks and reports them through notifications."""
 
-    def __init__(self, host: Host) -> None:
+    def __init__(self, host: HostCore) -> None:
         self.host = host
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self.stopping = False

@@ -9,6 +9,23 @@ from __future__ import annotations
 from typing import Final
 
 from reference_host.provider_client import ToolSpec
+from reference_host.tools.names import (
+    AGENT_TOOL_NAMES,
+    EDIT_TOOLS,
+    PLAN_TOOL_NAMES,
+    PLUGIN_PREFIXES,
+)
+
+__all__ = [
+    "AGENT_TOOL_NAMES",
+    "BASH",
+    "EDIT_TOOLS",
+    "ENTER_PLAN_MODE",
+    "NEW_CONTEXT",
+    "PLAN_TOOL_NAMES",
+    "PLUGIN_PREFIXES",
+    "SUBMIT_PLAN",
+]
 
 SUBMIT_PLAN: Final = ToolSpec(
     name="SubmitPlan",
@@ -62,30 +79,3 @@ BASH: Final = ToolSpec(
         "additionalProperties": False,
     },
 )
-
-PLAN_TOOL_NAMES: Final = (
-    "Read",
-    "Glob",
-    "Grep",
-    "BrowserPreview",
-    "Bash",
-    "EnterPlanMode",
-    "SubmitPlan",
-    "new_context",
-)
-"""§1: exactly what Plan offers the model."""
-
-AGENT_TOOL_NAMES: Final = (
-    "Read",
-    "Glob",
-    "Grep",
-    "BrowserPreview",
-    "Bash",
-    "EnterPlanMode",
-    "new_context",
-    "Write",
-    "Edit",
-)
-
-EDIT_TOOLS: Final = frozenset({"Write", "Edit"})
-PLUGIN_PREFIXES: Final = ("mcp__", "plugin__")

@@ -6,11 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
-
 from reference_host.errors import HostError
 from reference_host.provider_client import ToolSpec
+from reference_host.schema_subset import first_problem
 
 __all__ = ["Tool", "ToolContext", "validate_args"]
 
@@ -38,12 +36,15 @@ class Tool(Protocol):
 
 def validate_args(spec: ToolSpec, args: Any) -> dict[str, Any]:
     """``args`` checked against ``spec.parameters`` (Draft 2020-12), or INVALID_TOOL_INPUT."""
-    error = best_match(Draft202012Validator(spec.parameters).iter_errors(args))
-    if error is not None:
-        field = "/".join(str(part) for part in error.absolute_path) or "arguments"
+    try:
+        problem = first_problem(spec.parameters, args)
+    except RecursionError:
+        raise HostError("INVALID_TOOL_INPUT", f"{spec.name}: arguments nested too deeply") from None
+    if problem is not None:
+        field = "/".join(str(part) for part in problem.path) or "arguments"
         raise HostError(
             "INVALID_TOOL_INPUT",
-            f"{spec.name}: {field}: {error.message}",
+            f"{spec.name}: {field}: {problem.message}",
             {"tool": spec.name, "field": field},
         )
     if not isinstance(args, dict):  # only reachable with a schema that is not an object schema
