@@ -88,9 +88,14 @@ async def _serve(args: argparse.Namespace, stdin: BinaryIO, stdout: BinaryIO) ->
 
     def send(message: dict[str, Any]) -> None:
         try:
-            stdout.write(encode(message) + b"\n")
+            line = encode(message) + b"\n"
+        except ValueError:  # the dispatcher checks first; this is the last line of defence
+            log.exception("a message that is not valid JSON was not sent")
+            return
+        try:
+            stdout.write(line)
             stdout.flush()
-        except (BrokenPipeError, ValueError, OSError):
+        except (ValueError, OSError):  # ValueError: the stream was closed
             frames.put_nowait(None)
 
     options = HostOptions(conformance=args.conformance, max_frame_bytes=args.max_frame_bytes)

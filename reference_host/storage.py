@@ -19,6 +19,7 @@ import aiosqlite
 
 from pi_contract import STORAGE_SCHEMA_VERSION, schemas_dir
 from reference_host.errors import HostError
+from reference_host.jsontext import dumps
 from reference_host.migration import V8, migrate_v8_to_v10
 from reference_host.state import ApprovalStatus, ExecutionState, Mode, PermissionMode
 
@@ -251,7 +252,7 @@ class Storage:
             await conn.execute(
                 "INSERT INTO transcript (session_id, turn_id, role, content, created_at) "
                 "VALUES (?, ?, ?, ?, ?)",
-                (session_id, turn_id, role, json.dumps(content, ensure_ascii=False), at),
+                (session_id, turn_id, role, _json_column(content), at),
             )
 
     async def transcript(self, session_id: str) -> list[tuple[int, str | None, str, Any, int]]:
@@ -432,6 +433,17 @@ class Storage:
             (task_id,),
         )
         return rows[0] if rows else None
+
+
+def _json_column(value: Any) -> str:
+    """JSON text for a TEXT column: UTF-8 when it can be, else with ASCII escapes (a lone
+    surrogate from a model's reply cannot be stored as UTF-8)."""
+    text = dumps(value)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return dumps(value, ascii_only=True)
+    return text
 
 
 def _statements(script: str) -> list[str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from typing import Any
 from reference_host import shells
 from reference_host.commands import CommandCancelledError, CommandResult, run_command
 from reference_host.errors import HostError
+from reference_host.jsontext import JsonTextError, integral, loads
 from reference_host.permissions import needs_permission
 from reference_host.ports import HostCore, TurnEnded
 from reference_host.provider_client import (
@@ -90,10 +90,22 @@ def _gate(mode: str, name: str) -> HostError | None:
     return None
 
 
-def _parse_arguments(call: ToolCall) -> Any:
+def _arguments(call: ToolCall) -> Any:
+    """The call's arguments parsed as strict JSON, or INVALID_TOOL_INPUT."""
     try:
-        return json.loads(call.arguments) if call.arguments.strip() else {}
-    except json.JSONDecodeError:
+        return integral(loads(call.arguments)) if call.arguments.strip() else {}
+    except (JsonTextError, RecursionError) as exc:
+        reason = str(exc) if isinstance(exc, JsonTextError) else "nested too deeply"
+        raise HostError(
+            "INVALID_TOOL_INPUT", f"{call.name}: the arguments are not JSON: {reason}"
+        ) from exc
+
+
+def _parse_arguments(call: ToolCall) -> Any:
+    """The call's arguments as announced: parsed when they are JSON, else the raw text."""
+    try:
+        return _arguments(call)
+    except HostError:
         return call.arguments
 
 
@@ -332,7 +344,7 @@ class TurnRunner:
         if refusal is not None:
             return CallOutcome("denied", _error_text(refusal), refusal)
         try:
-            args = validate_args(_SPECS[call.name], _parse_arguments(call))
+            args = validate_args(_SPECS[call.name], _arguments(call))
             if needs_permission(session.permission_mode, call.name):
                 await self._require_permission(session, turn_id, call, args, unattended)
             return await self._dispatch(session, turn_id, call.name, args)
