@@ -40,9 +40,9 @@ def resolve_inside(root: Path, relative: str, *, must_exist: bool) -> Path:
     ``relative`` is workspace-relative; an absolute path is accepted only when it lies inside
     the root. PATH_OUTSIDE_WORKSPACE when the resolved location leaves the root (``..``, an
     absolute path elsewhere, or a symlink anywhere along the path, including a dangling final
-    one, pointing outside). INVALID_TOOL_INPUT for an unusable path (NUL byte, symlink loop)
-    or, with ``must_exist``, a path that does not exist. WORKSPACE_INVALID when the root
-    itself cannot be resolved.
+    one, pointing outside). INVALID_TOOL_INPUT for an unusable path (NUL byte, symlink loop).
+    FILE_NOT_FOUND when, with ``must_exist``, the path does not exist. WORKSPACE_INVALID when
+    the root itself cannot be resolved.
     """
     if "\0" in relative:
         raise HostError("INVALID_TOOL_INPUT", "path contains a NUL byte", {"path": relative})
@@ -65,7 +65,5 @@ def resolve_inside(root: Path, relative: str, *, must_exist: bool) -> Path:
             {"path": relative},
         )
     if must_exist and not resolved.exists():
-        raise HostError(
-            "INVALID_TOOL_INPUT", f"path {relative!r} does not exist", {"path": relative}
-        )
+        raise HostError("FILE_NOT_FOUND", f"path {relative!r} does not exist", {"path": relative})
     return resolved

@@ -5,8 +5,9 @@ with :func:`~reference_host.workspace.resolve_inside`, so no tool reads, lists o
 anything whose real location is outside the session's workspace. Directories named ``.git``
 are skipped when walking. Filesystem work runs in a worker thread. Failures raise
 :class:`~reference_host.errors.HostError`: WORKSPACE_REQUIRED / WORKSPACE_INVALID for the
-root, PATH_OUTSIDE_WORKSPACE for escapes, INVALID_TOOL_INPUT for bad arguments and for
-filesystem errors (missing file, directory, permission denied).
+root, PATH_OUTSIDE_WORKSPACE for escapes, INVALID_TOOL_INPUT for bad arguments (a directory
+where a file is needed, text that is not UTF-8), FILE_NOT_FOUND for a missing file,
+EDIT_NO_MATCH for an Edit whose old_string is absent, TOOL_FAILED for other I/O errors.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ _PATH: Final = {"type": "string", "description": "Workspace-relative path of the
 
 def _io_error(relative: str, exc: OSError) -> HostError:
     reason = exc.strerror or str(exc)
-    return HostError("INVALID_TOOL_INPUT", f"{relative}: {reason}", {"path": relative})
+    code = "FILE_NOT_FOUND" if isinstance(exc, FileNotFoundError) else "TOOL_FAILED"
+    return HostError(code, f"{relative}: {reason}", {"path": relative})
 
 
 def _split_lines(text: str) -> list[str]:
@@ -334,8 +336,8 @@ class Edit:
     async def run(self, ctx: ToolContext, args: dict[str, Any]) -> str:
         """Rewrites the file with the replacement, every other byte unchanged.
 
-        INVALID_TOOL_INPUT when old_string is absent, occurs more than once without
-        replace_all, or the file is not valid UTF-8.
+        EDIT_NO_MATCH when old_string is absent; INVALID_TOOL_INPUT when it occurs more
+        than once without replace_all, or the file is not valid UTF-8.
         """
         args = validate_args(self.spec, args)
         root = require_root(ctx.workspace_root)
@@ -362,7 +364,7 @@ class Edit:
         count = text.count(old)
         if count == 0:
             raise HostError(
-                "INVALID_TOOL_INPUT",
+                "EDIT_NO_MATCH",
                 f"Edit: old_string not found in {relative}",
                 {"path": relative},
             )
