@@ -12,6 +12,7 @@ import contextlib
 import errno
 import hashlib
 import os
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -129,8 +130,27 @@ def _write_all(fd: int, content: bytes, fault: FaultCheck) -> None:
         raise HostError("ARTIFACT_WRITE_FAILED", f"writing the artifact failed: {exc}") from exc
 
 
-def read_artifact(root: str, relative_path: str) -> bytes:
-    """Read an artifact back without following symlinks below the root."""
+def read_verified(root: str, relative_path: str, sha256: str, byte_size: int) -> bytes:
+    """The artifact's bytes, only when they are exactly what was recorded.
+
+    ARTIFACT_UNREADABLE when the file is missing, not a regular file, reached through a
+    symlink or cannot be read; ARTIFACT_MODIFIED when its size or SHA-256 differs from the
+    record. Blocking: call it on a worker thread.
+    """
+    content = read_artifact(root, relative_path, limit=byte_size + 1)
+    if len(content) != byte_size or hashlib.sha256(content).hexdigest() != sha256:
+        raise HostError(
+            "ARTIFACT_MODIFIED",
+            f"{relative_path} changed after it was submitted: its size or SHA-256 is not the "
+            "recorded one",
+            {"path": relative_path, "recordedSha256": sha256, "recordedByteSize": byte_size},
+        )
+    return content
+
+
+def read_artifact(root: str, relative_path: str, limit: int | None = None) -> bytes:
+    """Read an artifact back (at most ``limit`` bytes) without following symlinks below the
+    root; ARTIFACT_UNREADABLE unless it is a readable regular file."""
     parts = relative_path.split("/")
     if parts[:2] != list(PLAN_DIR) or len(parts) != 3:
         raise HostError("ARTIFACT_UNREADABLE", f"{relative_path!r} is not a plan artifact path")
@@ -143,9 +163,13 @@ def read_artifact(root: str, relative_path: str) -> bytes:
             next_fd = os.open(part, _DIR_FLAGS, dir_fd=fd)
             os.close(fd)
             fd = next_fd
-        file_fd = os.open(parts[2], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+        # O_NONBLOCK: a FIFO put in its place must not hang the host.
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        file_fd = os.open(parts[2], flags, dir_fd=fd)
         with os.fdopen(file_fd, "rb") as handle:
-            return handle.read()
+            if not stat.S_ISREG(os.fstat(file_fd).st_mode):
+                raise HostError("ARTIFACT_UNREADABLE", f"{relative_path} is not a regular file")
+            return handle.read() if limit is None else handle.read(limit)
     except OSError as exc:
         raise HostError("ARTIFACT_UNREADABLE", f"cannot read {relative_path}: {exc}") from exc
     finally:
