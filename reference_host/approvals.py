@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import sqlite3
 from dataclasses import replace
 from typing import Any
 
 from reference_host import state
-from reference_host.artifacts import encode_markdown, read_verified, write_artifact
+from reference_host.artifacts import (
+    discard_artifact,
+    encode_markdown,
+    read_verified,
+    write_artifact,
+)
 from reference_host.errors import HostError
 from reference_host.ports import HostCore
 from reference_host.state import (
@@ -125,7 +131,13 @@ class Approvals:
             execution_state=None,
             execution_turn_id=None,
         )
-        await host.storage.insert_approval(row)
+        try:
+            await host.storage.insert_approval(row)
+        except sqlite3.Error as exc:  # e.g. the disk filled up between file and row
+            await asyncio.to_thread(
+                discard_artifact, session.workspace_root, artifact.relative_path
+            )
+            raise HostError("TOOL_FAILED", f"the approval could not be recorded: {exc}") from exc
         host.set_activity(session.id, pending_approval_id=row.id)
         host.clock.call_at(row.expires_at, lambda: self.expire(row.id))
         host.notify("approval/updated", {"approval": approval_wire(row)})

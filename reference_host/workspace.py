@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 from reference_host.errors import HostError
@@ -12,9 +13,13 @@ def validate_root(root: str) -> Path:
     path = Path(root)
     if not path.is_absolute():
         raise HostError("WORKSPACE_INVALID", f"workspace root {root!r} is not an absolute path")
-    if not path.exists():
-        raise HostError("WORKSPACE_INVALID", f"workspace root {root!r} does not exist")
-    if not path.is_dir():
+    try:
+        info = path.stat()
+    except FileNotFoundError as exc:
+        raise HostError("WORKSPACE_INVALID", f"workspace root {root!r} does not exist") from exc
+    except (OSError, ValueError) as exc:  # too long, no permission, a NUL or a lone surrogate
+        raise HostError("WORKSPACE_INVALID", f"workspace root {root!r}: {exc}") from exc
+    if not stat.S_ISDIR(info.st_mode):
         raise HostError("WORKSPACE_INVALID", f"workspace root {root!r} is not a directory")
     return path
 
