@@ -13,6 +13,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from conformance.aftercheck import Problem
 from conformance.blame import blamed_requirements
 from conformance.capabilities import Unverified
 from conformance.client import HarnessError, HostStoppedError, RpcError
@@ -30,7 +31,6 @@ from conformance.summary_model import (
 )
 from conformance.world import World
 
-SCHEMA_REQUIREMENT = "P5"
 TRANSCRIPT_LINES = 60
 PROVIDER_CALLS = 12
 STDERR_TAIL = 4000
@@ -71,8 +71,10 @@ def classify(
     step_function: object,
     tags: Collection[str],
     world: World | None,
+    problems: Sequence[Problem] = (),
 ) -> Verdict:
-    """The verdict for a scenario that raised ``error`` (None when its steps all passed)."""
+    """The verdict for a scenario that raised ``error`` (None when its steps all passed),
+    given the whole-scenario ``problems`` found after it ran."""
     violations = _host_violations(world.violations()) if world is not None else []
     exit_info = world.last_exit() if world is not None else None
     if isinstance(error, Unverified):
@@ -85,14 +87,14 @@ def classify(
             f"its deadline is {world.deadline_s:g} s",
         )
     if error is None:
-        if not violations:
+        if not problems:
             return Verdict("passed")
         return Verdict(
             "failed",
             "check",
-            f"{len(violations)} message(s) from the host broke the protocol v9 contract",
-            "\n".join(v.describe() for v in violations),
-            (SCHEMA_REQUIREMENT,),
+            problems[0].message,
+            "\n".join(f"{p.message}: {p.detail}" for p in problems),
+            tuple(sorted({p.requirement for p in problems})),
         )
     garbled = _not_json(violations)
     if isinstance(error, HostStoppedError):
@@ -120,9 +122,9 @@ def classify(
         if isinstance(error, RpcError):
             first = f"the host refused a request the scenario needed: {first}"
         blamed = blamed_requirements(error, step_function, tags)
-        if violations:
-            blamed = sorted({*blamed, SCHEMA_REQUIREMENT})
-            rest = "\n".join([rest, *(v.describe() for v in violations)]).strip()
+        if problems:
+            blamed = sorted({*blamed, *(p.requirement for p in problems)})
+            rest = "\n".join([rest, *(f"{p.message}: {p.detail}" for p in problems)]).strip()
         return Verdict("failed", "check", first, rest, tuple(blamed))
     described = "".join(traceback.format_exception_only(type(error), error)).strip()
     frames = traceback.extract_tb(error.__traceback__)[-3:]

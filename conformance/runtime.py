@@ -20,6 +20,7 @@ import pytest
 from pytest_bdd.parser import ScenarioTemplate
 from pytest_bdd.scenario import scenario_wrapper_template_registry
 
+from conformance import aftercheck
 from conformance.drivers import (
     DEFAULT_HOST_CMD,
     HostDriver,
@@ -321,7 +322,8 @@ def pytest_runtest_makereport(
         return
     world = item.stash.get(_WORLD, None)
     error = call.excinfo.value if call.excinfo is not None else None
-    verdict = classify(error if error is not None else None, track.step_function, track.tags, world)
+    found = aftercheck.problems(world) if world is not None else []
+    verdict = classify(error, track.step_function, track.tags, world, found)
     if verdict.status == "failed" and error is None:
         report.outcome = "failed"  # a clean run whose messages broke the schema
         report.longrepr = verdict.message + "\n" + verdict.detail

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import sqlite3
 from dataclasses import replace
 from typing import Any
 
 from reference_host import state
-from reference_host.artifacts import encode_markdown, read_artifact, write_artifact
+from reference_host.artifacts import (
+    discard_artifact,
+    encode_markdown,
+    read_verified,
+    write_artifact,
+)
 from reference_host.errors import HostError
 from reference_host.ports import HostCore
 from reference_host.state import (
@@ -125,7 +131,13 @@ class Approvals:
             execution_state=None,
             execution_turn_id=None,
         )
-        await host.storage.insert_approval(row)
+        try:
+            await host.storage.insert_approval(row)
+        except sqlite3.Error as exc:  # e.g. the disk filled up between file and row
+            await asyncio.to_thread(
+                discard_artifact, session.workspace_root, artifact.relative_path
+            )
+            raise HostError("TOOL_FAILED", f"the approval could not be recorded: {exc}") from exc
         host.set_activity(session.id, pending_approval_id=row.id)
         host.clock.call_at(row.expires_at, lambda: self.expire(row.id))
         host.notify("approval/updated", {"approval": approval_wire(row)})
@@ -143,12 +155,28 @@ class Approvals:
             )
         return row
 
-    async def read_artifact(self, row: ApprovalRow) -> dict[str, Any]:
-        """The artifact's exact bytes with the recorded hash and size."""
-        session = await self.host.require_session(row.session_id)
-        if session.workspace_root is None or row.artifact_path is None:
+    async def verified_content(self, session: SessionRow, row: ApprovalRow) -> bytes:
+        """The artifact's bytes, re-read and checked against the recorded size and SHA-256
+        (ARTIFACT_MODIFIED, ARTIFACT_UNREADABLE otherwise)."""
+        if (
+            session.workspace_root is None
+            or row.artifact_path is None
+            or row.artifact_sha256 is None
+            or row.artifact_bytes is None
+        ):
             raise HostError("ARTIFACT_UNREADABLE", "this approval has no artifact")
-        content = await asyncio.to_thread(read_artifact, session.workspace_root, row.artifact_path)
+        return await asyncio.to_thread(
+            read_verified,
+            session.workspace_root,
+            row.artifact_path,
+            row.artifact_sha256,
+            row.artifact_bytes,
+        )
+
+    async def read_artifact(self, row: ApprovalRow) -> dict[str, Any]:
+        """The artifact's exact bytes, only when they still match the record."""
+        session = await self.host.require_session(row.session_id)
+        content = await self.verified_content(session, row)
         return {
             "approvalId": row.id,
             "path": row.artifact_path,
@@ -195,6 +223,9 @@ class Approvals:
         if activity.active_execution_id is not None:
             raise HostError("EXECUTION_ACTIVE", "another execution is queued or running")
         session = await host.require_session(session_id)
+        # Checked before anything commits: a changed or unreadable artifact leaves the
+        # approval pending and the session as it is. The checked bytes are what runs.
+        content = await self.verified_content(session, row)
         now = host.clock.now_ms()
         approved = _with(row, state.approve(_facts(row), mode, host.new_id("exe")), decided_at=now)
         agent = replace(session, mode="agent", permission_mode=mode, updated_at=now)
@@ -210,9 +241,6 @@ class Approvals:
         self._notify_execution(approved, None)
         session_wire = await host.publish_session(session_id)
         if not host.faults.take("holdExecution"):
-            content = await asyncio.to_thread(
-                read_artifact, agent.workspace_root or "", row.artifact_path or ""
-            )
             prompt = _execution_prompt(approved, content)
             await host.turns.start(agent, "execution", prompt, approved)
         return {"approval": approval_wire(approved), "session": session_wire}

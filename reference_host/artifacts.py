@@ -12,6 +12,7 @@ import contextlib
 import errno
 import hashlib
 import os
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,9 +49,19 @@ def encode_markdown(markdown: str) -> bytes:
         ) from exc
 
 
+def _write_failed(what: str, exc: OSError) -> HostError:
+    return HostError("ARTIFACT_WRITE_FAILED", f"{what} failed: {exc.strerror or exc}")
+
+
 def _open_plan_dir(parent_fd: int, name: str, shown: str) -> int:
-    with contextlib.suppress(FileExistsError):
+    try:
         os.mkdir(name, 0o755, dir_fd=parent_fd)
+    except FileExistsError:
+        pass
+    except FileNotFoundError as exc:  # the folder above was removed meanwhile
+        raise HostError("WORKSPACE_INVALID", f"creating {shown}: the workspace is gone") from exc
+    except OSError as exc:  # a read-only or full file system, no permission
+        raise _write_failed(f"creating {shown}", exc) from exc
     try:
         return os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
     except OSError as exc:
@@ -86,19 +97,39 @@ def write_artifact(root: str, content: bytes, fault: FaultCheck) -> Artifact:
         name, file_fd = _create_exclusive(plan_fd)
         try:
             _write_all(file_fd, content, fault)
+            _close(file_fd)
+            file_fd = -1
+            for directory_fd in reversed(opened):
+                _flush_directory(directory_fd)
         except BaseException:
-            os.close(file_fd)
-            with contextlib.suppress(OSError):
+            if file_fd != -1:
+                with contextlib.suppress(OSError):
+                    os.close(file_fd)
+            with contextlib.suppress(OSError):  # no approval will name it
                 os.unlink(name, dir_fd=plan_fd)
             raise
-        os.close(file_fd)
-        for directory_fd in reversed(opened):
-            os.fsync(directory_fd)
     finally:
         for fd in opened:
-            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.close(fd)
     relative = "/".join((*PLAN_DIR, name))
     return Artifact(relative, hashlib.sha256(content).hexdigest(), len(content))
+
+
+def _close(fd: int) -> None:
+    """Close the written file; a late write error (e.g. on a network file system) shows here."""
+    try:
+        os.close(fd)
+    except OSError as exc:
+        raise _write_failed("closing the artifact", exc) from exc
+
+
+def _flush_directory(fd: int) -> None:
+    """Make the new entry durable: without it the file could vanish after a power loss."""
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        raise _write_failed("flushing the plan folder", exc) from exc
 
 
 def _create_exclusive(plan_fd: int) -> tuple[str, int]:
@@ -129,25 +160,71 @@ def _write_all(fd: int, content: bytes, fault: FaultCheck) -> None:
         raise HostError("ARTIFACT_WRITE_FAILED", f"writing the artifact failed: {exc}") from exc
 
 
-def read_artifact(root: str, relative_path: str) -> bytes:
-    """Read an artifact back without following symlinks below the root."""
+def read_verified(root: str, relative_path: str, sha256: str, byte_size: int) -> bytes:
+    """The artifact's bytes, only when they are exactly what was recorded.
+
+    ARTIFACT_UNREADABLE when the file is missing, not a regular file, reached through a
+    symlink or cannot be read; ARTIFACT_MODIFIED when its size or SHA-256 differs from the
+    record. Blocking: call it on a worker thread.
+    """
+    content = read_artifact(root, relative_path, limit=byte_size + 1)
+    if len(content) != byte_size or hashlib.sha256(content).hexdigest() != sha256:
+        raise HostError(
+            "ARTIFACT_MODIFIED",
+            f"{relative_path} changed after it was submitted: its size or SHA-256 is not the "
+            "recorded one",
+            {"path": relative_path, "recordedSha256": sha256, "recordedByteSize": byte_size},
+        )
+    return content
+
+
+def _plan_folder(root: str, relative_path: str) -> tuple[int, str]:
+    """An open descriptor of the artifact's folder, reached without following symlinks, and
+    the artifact's file name. OSError or ARTIFACT_UNREADABLE when there is no such folder."""
     parts = relative_path.split("/")
     if parts[:2] != list(PLAN_DIR) or len(parts) != 3:
         raise HostError("ARTIFACT_UNREADABLE", f"{relative_path!r} is not a plan artifact path")
     if not root or not Path(root).is_absolute():
         raise HostError("ARTIFACT_UNREADABLE", "the session has no usable workspace root")
-    fd: int | None = None
+    fd = os.open(Path(root), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        fd = os.open(Path(root), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         for part in parts[:2]:
             next_fd = os.open(part, _DIR_FLAGS, dir_fd=fd)
             os.close(fd)
             fd = next_fd
-        file_fd = os.open(parts[2], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, parts[2]
+
+
+def read_artifact(root: str, relative_path: str, limit: int | None = None) -> bytes:
+    """Read an artifact back (at most ``limit`` bytes) without following symlinks below the
+    root; ARTIFACT_UNREADABLE unless it is a readable regular file."""
+    fd: int | None = None
+    try:
+        fd, name = _plan_folder(root, relative_path)
+        # O_NONBLOCK: a FIFO put in its place must not hang the host.
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        file_fd = os.open(name, flags, dir_fd=fd)
         with os.fdopen(file_fd, "rb") as handle:
-            return handle.read()
+            if not stat.S_ISREG(os.fstat(file_fd).st_mode):
+                raise HostError("ARTIFACT_UNREADABLE", f"{relative_path} is not a regular file")
+            return handle.read() if limit is None else handle.read(limit)
     except OSError as exc:
         raise HostError("ARTIFACT_UNREADABLE", f"cannot read {relative_path}: {exc}") from exc
     finally:
         if fd is not None:
+            os.close(fd)
+
+
+def discard_artifact(root: str, relative_path: str) -> None:
+    """Remove an artifact that no approval will ever name (its row could not be committed).
+    Best effort: a failure leaves an unreferenced file behind, nothing worse."""
+    with contextlib.suppress(OSError, HostError):
+        fd, name = _plan_folder(root, relative_path)
+        try:
+            os.unlink(name, dir_fd=fd)
+            os.fsync(fd)
+        finally:
             os.close(fd)

@@ -29,3 +29,10 @@ class HostError(Exception):
         if self.details:
             data["details"] = self.details
         return data
+
+
+def tool_result_status(code: str) -> str | None:
+    """The status ("denied" or "error") the catalog fixes for a tool result with ``code``,
+    or None when the code cannot appear in a tool result."""
+    status = error_catalog()[code].get("toolResultStatus")
+    return str(status) if status is not None else None

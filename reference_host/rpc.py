@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from reference_host.errors import HostError
 from reference_host.framing import Frame, OversizedFrame
+from reference_host.jsontext import JsonTextError, dumps, integral, is_finite, loads
 from reference_host.validation import params_problem
 
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -18,15 +18,15 @@ log = logging.getLogger(__name__)
 
 
 def encode(message: Mapping[str, Any]) -> bytes:
-    """One compact UTF-8 JSON line, newline excluded.
+    """One compact UTF-8 JSON line, newline excluded; ValueError for NaN or infinity.
 
     Text holding a lone surrogate (echoed from a client) cannot be UTF-8; it is then
     written with ASCII escapes, which is still valid JSON.
     """
     try:
-        return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        return dumps(message).encode("utf-8")
     except UnicodeEncodeError:
-        return json.dumps(message, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+        return dumps(message, ascii_only=True).encode("ascii")
 
 
 def _error(request_id: Any, error: HostError) -> dict[str, Any]:
@@ -68,7 +68,10 @@ class Dispatcher:
         self._handlers.update(handlers)
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
-        """Send a notification to the client."""
+        """Send a notification to the client (never one that is not valid JSON)."""
+        if not is_finite(params):
+            log.error("dropped %s: its params hold a number that is not JSON", method)
+            return
         self._send({"jsonrpc": "2.0", "method": method, "params": params})
 
     async def handle(self, frame: Frame) -> None:
@@ -85,9 +88,11 @@ class Dispatcher:
                 )
             )
             return
+        if not frame.strip():
+            return  # blank lines between frames are ignored
         try:
-            message = json.loads(frame.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            message = loads(frame.decode("utf-8"))
+        except (UnicodeDecodeError, JsonTextError) as exc:
             self._send(_error(None, HostError("PARSE_ERROR", f"not valid UTF-8 JSON: {exc}")))
             return
         except RecursionError:
@@ -112,6 +117,11 @@ class Dispatcher:
             failure = HostError("INTERNAL_ERROR", f"{message['method']} failed inside the host")
             self._send(_error(request_id, failure))
             return
+        if not is_finite(result):
+            log.error("%s produced a number that is not JSON", message["method"])
+            failure = HostError("INTERNAL_ERROR", f"{message['method']} failed inside the host")
+            self._send(_error(request_id, failure))
+            return
         self._send({"jsonrpc": "2.0", "id": request_id, "result": result})
 
     @staticmethod
@@ -132,12 +142,12 @@ class Dispatcher:
         return None
 
     async def _call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if method != "initialize" and not self.initialized:
+            raise HostError("NOT_INITIALIZED", "send initialize first")
         handler = self._handlers.get(method)
         if handler is None:
             raise HostError("METHOD_NOT_FOUND", f"no method named {method!r}")
-        if method != "initialize" and not self.initialized:
-            raise HostError("NOT_INITIALIZED", "send initialize first")
         problem = params_problem(method, params)
         if problem is not None:
             raise HostError("INVALID_PARAMS", problem)
-        return await handler(params)
+        return await handler(integral(params))

@@ -12,12 +12,14 @@ import asyncio
 import contextlib
 import logging
 import signal
+import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
 from reference_host.clock import Clock, ManualClock, SystemClock, wall_time_ms
+from reference_host.datadir import claim
 from reference_host.errors import HostError
 from reference_host.framing import DEFAULT_MAX_FRAME_BYTES, Frame, read_frames
 from reference_host.host import Host
@@ -68,29 +70,66 @@ def _startup_error(error: HostError) -> dict[str, Any]:
     }
 
 
+def _refuse(error: HostError, stdout: BinaryIO) -> int:
+    """Report a start-up failure and return the exit status."""
+    logging.getLogger("reference_host").error("not serving: %s: %s", error.code, error.message)
+    # The canonical code also goes to stdout as a JSON-RPC error, so a client waiting for
+    # the handshake learns why the host will never serve.
+    with contextlib.suppress(OSError, ValueError):
+        stdout.write(encode(_startup_error(error)) + b"\n")
+        stdout.flush()
+    return EXIT_STORAGE
+
+
 async def _serve(args: argparse.Namespace, stdin: BinaryIO, stdout: BinaryIO) -> int:
-    log = logging.getLogger("reference_host")
     try:
-        storage = await Storage.open(args.data_dir)
+        lock = claim(args.data_dir)
     except HostError as error:
-        log.error("%s: %s", error.code, error.message)
-        # The canonical code also goes to stdout as a JSON-RPC error, so a client waiting
-        # for the handshake learns why the host will never serve.
-        with contextlib.suppress(OSError, ValueError):
-            stdout.write(encode(_startup_error(error)) + b"\n")
-            stdout.flush()
-        return EXIT_STORAGE
-    clock: Clock = ManualClock(wall_time_ms()) if args.conformance else SystemClock()
-    interrupted = await storage.recover(clock.now_ms())
+        return _refuse(error, stdout)
+    try:
+        clock: Clock = ManualClock(wall_time_ms()) if args.conformance else SystemClock()
+        try:
+            storage = await _open_and_recover(args.data_dir, clock)
+        except HostError as error:
+            return _refuse(error, stdout)
+        return await _serve_on(args, storage, clock, stdin, stdout)
+    finally:
+        lock.release()
+
+
+async def _open_and_recover(data_dir: Path, clock: Clock) -> Storage:
+    """Open the database, then run the start-up recovery (§4) before anything is served."""
+    storage = await Storage.open(data_dir)
+    try:
+        interrupted = await storage.recover(clock.now_ms())
+    except sqlite3.Error as exc:
+        await storage.close()
+        raise HostError("STORAGE_UNAVAILABLE", f"the start-up recovery failed: {exc}") from exc
+    except BaseException:
+        await storage.close()
+        raise
+    log = logging.getLogger("reference_host")
     log.info("recovery: interrupted %d approvals, %d executions, %d turns", *interrupted)
+    return storage
+
+
+async def _serve_on(
+    args: argparse.Namespace, storage: Storage, clock: Clock, stdin: BinaryIO, stdout: BinaryIO
+) -> int:
+    log = logging.getLogger("reference_host")
     loop = asyncio.get_running_loop()
     frames: asyncio.Queue[Frame | None] = asyncio.Queue()  # None marks end of input
 
     def send(message: dict[str, Any]) -> None:
         try:
-            stdout.write(encode(message) + b"\n")
+            line = encode(message) + b"\n"
+        except ValueError:  # the dispatcher checks first; this is the last line of defence
+            log.exception("a message that is not valid JSON was not sent")
+            return
+        try:
+            stdout.write(line)
             stdout.flush()
-        except (BrokenPipeError, ValueError, OSError):
+        except (ValueError, OSError):  # ValueError: the stream was closed
             frames.put_nowait(None)
 
     options = HostOptions(conformance=args.conformance, max_frame_bytes=args.max_frame_bytes)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -18,11 +19,11 @@ from typing import Any
 import aiosqlite
 
 from pi_contract import STORAGE_SCHEMA_VERSION, schemas_dir
+from reference_host.datadir import DB_FILE
 from reference_host.errors import HostError
+from reference_host.jsontext import dumps
 from reference_host.migration import V8, migrate_v8_to_v10
 from reference_host.state import ApprovalStatus, ExecutionState, Mode, PermissionMode
-
-DB_FILE = "host.db"
 
 
 @dataclass(frozen=True)
@@ -93,9 +94,27 @@ class Storage:
 
     @classmethod
     async def open(cls, data_dir: Path) -> Storage:
-        """Open (creating if needed) the database in ``data_dir``."""
+        """Open (creating if needed) the database in ``data_dir``.
+
+        STORAGE_UNAVAILABLE when SQLite cannot use the file (not a database, a symlink, a
+        read-only file or folder); the refused file is left as it was.
+        """
         data_dir.mkdir(parents=True, exist_ok=True)
-        conn = await aiosqlite.connect(data_dir / DB_FILE, isolation_level=None)
+        try:
+            return await cls._open(data_dir)
+        except sqlite3.Error as exc:
+            raise HostError(
+                "STORAGE_UNAVAILABLE",
+                f"{data_dir / DB_FILE} cannot be used as the host database: {exc}",
+                {"dataDir": str(data_dir)},
+            ) from exc
+
+    @classmethod
+    async def _open(cls, data_dir: Path) -> Storage:
+        # nofollow: a symlinked host.db is refused, never followed.
+        conn = await aiosqlite.connect(
+            _file_uri(data_dir / DB_FILE), uri=True, isolation_level=None
+        )
         try:
             await conn.execute("PRAGMA busy_timeout = 5000")
             storage = cls(conn)
@@ -251,7 +270,7 @@ class Storage:
             await conn.execute(
                 "INSERT INTO transcript (session_id, turn_id, role, content, created_at) "
                 "VALUES (?, ?, ?, ?, ?)",
-                (session_id, turn_id, role, json.dumps(content, ensure_ascii=False), at),
+                (session_id, turn_id, role, _json_column(content), at),
             )
 
     async def transcript(self, session_id: str) -> list[tuple[int, str | None, str, Any, int]]:
@@ -432,6 +451,23 @@ class Storage:
             (task_id,),
         )
         return rows[0] if rows else None
+
+
+def _file_uri(path: Path) -> str:
+    """An SQLite URI for ``path`` that refuses symbolic links."""
+    quoted = str(path).replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+    return f"file:{quoted}?nofollow=1"
+
+
+def _json_column(value: Any) -> str:
+    """JSON text for a TEXT column: UTF-8 when it can be, else with ASCII escapes (a lone
+    surrogate from a model's reply cannot be stored as UTF-8)."""
+    text = dumps(value)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return dumps(value, ascii_only=True)
+    return text
 
 
 def _statements(script: str) -> list[str]:

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from reference_host import shells
 from reference_host.commands import CommandCancelledError, CommandResult, run_command
-from reference_host.errors import HostError
+from reference_host.errors import HostError, tool_result_status
+from reference_host.jsontext import JsonTextError, integral, loads
 from reference_host.permissions import needs_permission
 from reference_host.ports import HostCore, TurnEnded
 from reference_host.provider_client import (
@@ -90,15 +90,38 @@ def _gate(mode: str, name: str) -> HostError | None:
     return None
 
 
-def _parse_arguments(call: ToolCall) -> Any:
+def _arguments(call: ToolCall) -> Any:
+    """The call's arguments parsed as strict JSON, or INVALID_TOOL_INPUT."""
     try:
-        return json.loads(call.arguments) if call.arguments.strip() else {}
-    except json.JSONDecodeError:
+        return integral(loads(call.arguments)) if call.arguments.strip() else {}
+    except (JsonTextError, RecursionError) as exc:
+        reason = str(exc) if isinstance(exc, JsonTextError) else "nested too deeply"
+        raise HostError(
+            "INVALID_TOOL_INPUT", f"{call.name}: the arguments are not JSON: {reason}"
+        ) from exc
+
+
+def _parse_arguments(call: ToolCall) -> Any:
+    """The call's arguments as announced: parsed when they are JSON, else the raw text."""
+    try:
+        return _arguments(call)
+    except HostError:
         return call.arguments
 
 
 def _error_text(error: HostError) -> str:
     return f"error {error.code}: {error.message}"
+
+
+def _failure(error: HostError) -> CallOutcome:
+    """The outcome of a call that failed with ``error``; its status is the catalog's. A code
+    that has no tool-result status is reported as TOOL_FAILED, naming the original code."""
+    status = tool_result_status(error.code)
+    if status is None:
+        details = {**(error.details or {}), "cause": error.code}
+        error = HostError("TOOL_FAILED", error.message, details)
+        status = "error"
+    return CallOutcome(status, _error_text(error), error)
 
 
 class TurnRunner:
@@ -299,22 +322,40 @@ class TurnRunner:
                     "input": _parse_arguments(call),
                 },
             )
-        if any(call.name == "SubmitPlan" for call in calls) and len(calls) > 1:
-            refusal = HostError(
-                "SUBMIT_PLAN_NOT_ALONE",
-                "SubmitPlan must be the only tool call of its message; no call of it ran",
-            )
-            outcomes = [CallOutcome("denied", _error_text(refusal), refusal) for _ in calls]
-        else:
-            outcomes = []
-            for call in calls:
-                outcomes.append(await self._run_call(session, turn_id, call, unattended))
-                session = await self.host.require_session(session.id)
+        outcomes: list[CallOutcome] = []
+        try:
+            if any(call.name == "SubmitPlan" for call in calls) and len(calls) > 1:
+                refusal = HostError(
+                    "SUBMIT_PLAN_NOT_ALONE",
+                    "SubmitPlan must be the only tool call of its message; no call of it ran",
+                )
+                outcomes = [_failure(refusal) for _ in calls]
+            else:
+                for call in calls:
+                    outcomes.append(await self._run_call(session, turn_id, call, unattended))
+                    session = await self.host.require_session(session.id)
+        except asyncio.CancelledError:
+            # Every announced call still gets its one result: the one in flight and those
+            # that never ran were cut short by the cancellation.
+            cut = _failure(HostError("TURN_CANCELLED", "the turn was cancelled before it ran"))
+            outcomes += [cut] * (len(calls) - len(outcomes))
+            self._announce_results(session.id, turn_id, calls, outcomes)
+            raise
+        self._announce_results(session.id, turn_id, calls, outcomes)
+        return outcomes
+
+    def _announce_results(
+        self,
+        session_id: str,
+        turn_id: str,
+        calls: tuple[ToolCall, ...],
+        outcomes: list[CallOutcome],
+    ) -> None:
         for call, result in zip(calls, outcomes, strict=True):
             self.host.notify(
                 "turn/toolResult",
                 {
-                    "sessionId": session.id,
+                    "sessionId": session_id,
                     "turnId": turn_id,
                     "toolCallId": call.call_id,
                     "tool": call.name,
@@ -323,22 +364,23 @@ class TurnRunner:
                     "error": result.error.to_data() if result.error else None,
                 },
             )
-        return outcomes
 
     async def _run_call(
         self, session: SessionRow, turn_id: str, call: ToolCall, unattended: bool
     ) -> CallOutcome:
         refusal = _gate(session.mode, call.name)
         if refusal is not None:
-            return CallOutcome("denied", _error_text(refusal), refusal)
+            return _failure(refusal)
         try:
-            args = validate_args(_SPECS[call.name], _parse_arguments(call))
+            args = validate_args(_SPECS[call.name], _arguments(call))
             if needs_permission(session.permission_mode, call.name):
                 await self._require_permission(session, turn_id, call, args, unattended)
             return await self._dispatch(session, turn_id, call.name, args)
         except HostError as error:
-            status = "denied" if error.code == "PERMISSION_DENIED" else "error"
-            return CallOutcome(status, _error_text(error), error)
+            return _failure(error)
+        except Exception as exc:  # a bug or an OS error: this call failed, the turn goes on
+            log.exception("tool call %s (%s) failed", call.call_id, call.name)
+            return _failure(HostError("TOOL_FAILED", f"{call.name} failed: {exc}"))
 
     async def _require_permission(
         self,
@@ -422,7 +464,7 @@ class TurnRunner:
         await self._audit(audit, result)
         if result.timed_out:
             error = HostError("COMMAND_TIMED_OUT", "the command exceeded its timeout")
-            return CallOutcome("error", result.summary(), error)
+            return replace(_failure(error), output=result.summary())
         return CallOutcome("ok", result.summary())
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 from reference_host.errors import HostError
@@ -12,9 +13,13 @@ def validate_root(root: str) -> Path:
     path = Path(root)
     if not path.is_absolute():
         raise HostError("WORKSPACE_INVALID", f"workspace root {root!r} is not an absolute path")
-    if not path.exists():
-        raise HostError("WORKSPACE_INVALID", f"workspace root {root!r} does not exist")
-    if not path.is_dir():
+    try:
+        info = path.stat()
+    except FileNotFoundError as exc:
+        raise HostError("WORKSPACE_INVALID", f"workspace root {root!r} does not exist") from exc
+    except (OSError, ValueError) as exc:  # too long, no permission, a NUL or a lone surrogate
+        raise HostError("WORKSPACE_INVALID", f"workspace root {root!r}: {exc}") from exc
+    if not stat.S_ISDIR(info.st_mode):
         raise HostError("WORKSPACE_INVALID", f"workspace root {root!r} is not a directory")
     return path
 
@@ -40,9 +45,9 @@ def resolve_inside(root: Path, relative: str, *, must_exist: bool) -> Path:
     ``relative`` is workspace-relative; an absolute path is accepted only when it lies inside
     the root. PATH_OUTSIDE_WORKSPACE when the resolved location leaves the root (``..``, an
     absolute path elsewhere, or a symlink anywhere along the path, including a dangling final
-    one, pointing outside). INVALID_TOOL_INPUT for an unusable path (NUL byte, symlink loop)
-    or, with ``must_exist``, a path that does not exist. WORKSPACE_INVALID when the root
-    itself cannot be resolved.
+    one, pointing outside). INVALID_TOOL_INPUT for an unusable path (NUL byte, symlink loop).
+    FILE_NOT_FOUND when, with ``must_exist``, the path does not exist. WORKSPACE_INVALID when
+    the root itself cannot be resolved.
     """
     if "\0" in relative:
         raise HostError("INVALID_TOOL_INPUT", "path contains a NUL byte", {"path": relative})
@@ -65,7 +70,5 @@ def resolve_inside(root: Path, relative: str, *, must_exist: bool) -> Path:
             {"path": relative},
         )
     if must_exist and not resolved.exists():
-        raise HostError(
-            "INVALID_TOOL_INPUT", f"path {relative!r} does not exist", {"path": relative}
-        )
+        raise HostError("FILE_NOT_FOUND", f"path {relative!r} does not exist", {"path": relative})
     return resolved

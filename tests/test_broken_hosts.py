@@ -17,7 +17,7 @@ from hosts.catalog import broken_cases
 from hosts.registry import BrokenCase
 from hosts.runner import Run, run_suite
 
-from conformance.failures import SCHEMA_REQUIREMENT
+from conformance.aftercheck import SCHEMA_REQUIREMENT
 
 CASES = broken_cases()
 WORKERS = max(2, min(4, os.cpu_count() or 2))

@@ -200,7 +200,7 @@ def test_read_whole_and_ranges(ws: Path) -> None:
 def test_read_replaces_invalid_utf8_and_reports_missing(ws: Path) -> None:
     (ws / "bad.bin").write_bytes(b"ok \xff\xfe end")
     assert call(Read(), ws, path="bad.bin") == "ok \ufffd\ufffd end"
-    assert error_of(Read(), ws, path="nope.txt").code == "INVALID_TOOL_INPUT"
+    assert error_of(Read(), ws, path="nope.txt").code == "FILE_NOT_FOUND"
     (ws / "d").mkdir()
     assert error_of(Read(), ws, path="d").code == "INVALID_TOOL_INPUT"
 
@@ -304,10 +304,10 @@ def test_edit_unique_replace_all_and_ambiguity(ws: Path) -> None:
     assert "2 occurrences" in result
     assert path.read_bytes() == "Ω\r\nB\nb\r\nΩ\r\n".encode()
     assert error_of(Edit(), ws, path="e.txt", old_string="zzz", new_string="y").code == (
-        "INVALID_TOOL_INPUT"
+        "EDIT_NO_MATCH"
     )
     assert error_of(Edit(), ws, path="none.txt", old_string="a", new_string="b").code == (
-        "INVALID_TOOL_INPUT"
+        "FILE_NOT_FOUND"
     )
     (ws / "latin1.txt").write_bytes(b"caf\xe9")
     assert error_of(Edit(), ws, path="latin1.txt", old_string="caf", new_string="x").code == (
@@ -349,7 +349,7 @@ def test_resolve_inside_and_require_root(ws: Path, outside: Path) -> None:
     assert resolve_inside(ws, "", must_exist=True) == ws.resolve()
     with pytest.raises(HostError) as caught:
         resolve_inside(ws, "a/b.txt", must_exist=True)
-    assert caught.value.code == "INVALID_TOOL_INPUT"
+    assert caught.value.code == "FILE_NOT_FOUND"
     (ws / "loop").symlink_to(ws / "loop")
     with pytest.raises(HostError) as caught:
         resolve_inside(ws, "loop", must_exist=False)
@@ -427,12 +427,12 @@ def test_browser_preview_refuses_redirect_off_loopback(server: str, path: str) -
 
 def test_browser_preview_connection_failures(server: str) -> None:
     err = error_of(BrowserPreview(), None, url=f"{server}/loop")
-    assert err.code == "INVALID_TOOL_INPUT"
+    assert err.code == "TOOL_FAILED"
     assert "redirects" in err.message
     # A loopback port with nothing listening: bind one, then close it.
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         free_port = probe.getsockname()[1]
     err = error_of(BrowserPreview(), None, url=f"http://127.0.0.1:{free_port}/")
-    assert err.code == "INVALID_TOOL_INPUT"
+    assert err.code == "TOOL_FAILED"
     assert error_of(BrowserPreview(), None, url="http://[::1/").code == "INVALID_TOOL_INPUT"

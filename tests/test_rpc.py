@@ -192,7 +192,7 @@ def test_notify_sends_a_notification() -> None:
 
 @pytest.mark.parametrize(
     "frame",
-    [b"{not json", b"", b"   ", b'{"jsonrpc":"2.0","id":1', b"{'a': 1}", b"nul"],
+    [b"{not json", b"NaN", b'{"jsonrpc":"2.0","id":1', b"{'a': 1}", b"nul"],
 )
 def test_unparsable_json_is_a_parse_error_with_null_id(frame: bytes) -> None:
     harness = Harness()
@@ -225,7 +225,7 @@ def test_oversized_frame_is_frame_too_large_with_null_id() -> None:
 
 
 @pytest.mark.parametrize(
-    "frame", [b"[]", b"1", b'"x"', b"null", b"true", b"NaN", b"[" + encode(SESSION_LIST) + b"]"]
+    "frame", [b"[]", b"1", b'"x"', b"null", b"true", b"[" + encode(SESSION_LIST) + b"]"]
 )
 def test_non_object_messages_are_invalid_requests(frame: bytes) -> None:
     harness = Harness()
@@ -453,6 +453,9 @@ def test_any_frame_gets_at_most_one_well_formed_answer(frame: bytes, initialized
     harness = Harness(initialized=initialized)
     responses = harness.feed(frame)  # check_host_message validates each one
     assert len(responses) <= 1
+    if not frame.strip():
+        assert responses == []  # blank lines between frames are ignored
+        return
     try:
         message = json.loads(frame.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):

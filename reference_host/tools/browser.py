@@ -5,9 +5,9 @@ Only ``http``/``https`` URLs whose host is ``localhost``, an address in 127.0.0.
 BROWSER_PREVIEW_REFUSED before any name lookup or connection. Redirects are followed by hand
 (at most MAX_REDIRECTS, always with GET) and every hop is checked the same way, so a
 redirect to a non-loopback host is refused without contacting it. Environment proxies are
-ignored. A URL that cannot be parsed, a connection failure, the 10-second overall timeout
-or too many redirects raise INVALID_TOOL_INPUT with the reason: the URL given was not
-usable, but it was a loopback URL, so it is not a refusal.
+ignored. A URL that cannot be parsed raises INVALID_TOOL_INPUT. A connection failure, the
+10-second overall timeout or too many redirects raise TOOL_FAILED with the reason: the URL
+was a loopback URL, so it is not a refusal, but fetching it failed.
 """
 
 from __future__ import annotations
@@ -121,19 +121,19 @@ class BrowserPreview:
                         return f"status: {response.status_code}\n\n{text}"
         except TimeoutError as exc:
             raise HostError(
-                "INVALID_TOOL_INPUT",
+                "TOOL_FAILED",
                 f"BrowserPreview: {url} did not answer within {TIMEOUT_SECONDS:g} s",
                 {"url": str(url)},
             ) from exc
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             reason = str(exc) or type(exc).__name__
             raise HostError(
-                "INVALID_TOOL_INPUT",
+                "TOOL_FAILED",
                 f"BrowserPreview: fetching {url} failed: {reason}",
                 {"url": str(url)},
             ) from exc
         raise HostError(
-            "INVALID_TOOL_INPUT",
+            "TOOL_FAILED",
             f"BrowserPreview: more than {MAX_REDIRECTS} redirects starting at {args['url']}",
             {"url": args["url"]},
         )

@@ -1,32 +1,44 @@
 """Workspace file tools: Read, Glob, Grep, Write and Edit.
 
+Grep uses the ``regex`` engine for its match timeout, and Grep and Glob work within a time
+budget (GREP_BUDGET_S, GLOB_BUDGET_S): a model-supplied pattern cannot freeze the host.
+
 Every path is workspace-relative (an absolute path must lie inside the root) and is resolved
 with :func:`~reference_host.workspace.resolve_inside`, so no tool reads, lists or writes
 anything whose real location is outside the session's workspace. Directories named ``.git``
 are skipped when walking. Filesystem work runs in a worker thread. Failures raise
 :class:`~reference_host.errors.HostError`: WORKSPACE_REQUIRED / WORKSPACE_INVALID for the
-root, PATH_OUTSIDE_WORKSPACE for escapes, INVALID_TOOL_INPUT for bad arguments and for
-filesystem errors (missing file, directory, permission denied).
+root, PATH_OUTSIDE_WORKSPACE for escapes, INVALID_TOOL_INPUT for bad arguments (a directory
+where a file is needed, text that is not UTF-8), FILE_NOT_FOUND for a missing file,
+EDIT_NO_MATCH for an Edit whose old_string is absent, TOOL_FAILED for other I/O errors.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import re
 import stat
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Final
 
+import regex
+
 from reference_host.errors import HostError
 from reference_host.provider_client import ToolSpec
 from reference_host.tools.base import ToolContext, validate_args
+from reference_host.tools.budget import Budget, run_within
 from reference_host.workspace import require_root, resolve_inside
 
 __all__ = ["GREP_MAX_MATCHES", "NO_MATCHES", "Edit", "Glob", "Grep", "Read", "Write"]
 
 GREP_MAX_MATCHES: Final = 500
+GREP_BUDGET_S = 10.0
+"""Seconds one Grep may spend walking and searching; past it the call is TOOL_FAILED."""
+GLOB_BUDGET_S = 10.0
+"""Seconds one Glob may spend walking and matching."""
+SEARCH_SLICE_S: Final = 1.0
+"""The longest one line's search may take (a pattern that backtracks without end)."""
 NO_MATCHES: Final = "(no matches)"
 _SKIPPED_NAMES: Final = frozenset({".git"})
 _BINARY_PROBE: Final = 8192
@@ -46,7 +58,8 @@ _PATH: Final = {"type": "string", "description": "Workspace-relative path of the
 
 def _io_error(relative: str, exc: OSError) -> HostError:
     reason = exc.strerror or str(exc)
-    return HostError("INVALID_TOOL_INPUT", f"{relative}: {reason}", {"path": relative})
+    code = "FILE_NOT_FOUND" if isinstance(exc, FileNotFoundError) else "TOOL_FAILED"
+    return HostError(code, f"{relative}: {reason}", {"path": relative})
 
 
 def _split_lines(text: str) -> list[str]:
@@ -95,19 +108,21 @@ def _glob_match(pattern: list[str], path: list[str]) -> bool:
     return reachable[-1]
 
 
-def _workspace_files(root: Path) -> list[tuple[str, Path]]:
+def _workspace_files(root: Path, budget: Budget) -> list[tuple[str, Path]]:
     """(workspace-relative POSIX path, real path) of regular files inside ``root``, sorted.
 
     Symlinked directories are not descended; a symlinked file is listed only when its target
-    is a regular file inside the root.
+    is a regular file inside the root. TOOL_FAILED when ``budget`` runs out.
     """
     found: list[tuple[str, Path]] = []
     for directory, dirnames, filenames in os.walk(root):
+        budget.check()
         dirnames[:] = [name for name in dirnames if name not in _SKIPPED_NAMES]
         base = Path(directory)
         for name in filenames:
             if name in _SKIPPED_NAMES:
                 continue
+            budget.check()
             path = base / name
             try:
                 real = path.resolve(strict=True)
@@ -185,13 +200,16 @@ class Glob:
         args = validate_args(self.spec, args)
         root = require_root(ctx.workspace_root)
         parts = _glob_parts(args["pattern"])
-        matches = await asyncio.to_thread(
-            lambda: [
-                relative
-                for relative, _ in _workspace_files(root)
-                if _glob_match(parts, relative.split("/"))
-            ]
-        )
+
+        def glob(budget: Budget) -> list[str]:
+            matches = []
+            for relative, _ in _workspace_files(root, budget):
+                budget.check()
+                if _glob_match(parts, relative.split("/")):
+                    matches.append(relative)
+            return matches
+
+        matches = await run_within(Budget("Glob", GLOB_BUDGET_S), glob)
         return "\n".join(matches) if matches else NO_MATCHES
 
 
@@ -219,19 +237,22 @@ class Grep:
         args = validate_args(self.spec, args)
         root = require_root(ctx.workspace_root)
         try:
-            regex = re.compile(args["pattern"])
-        except re.error as exc:
+            compiled = regex.compile(args["pattern"])
+        except (regex.error, OverflowError, RecursionError) as exc:
             raise HostError(
                 "INVALID_TOOL_INPUT", f"Grep: pattern: invalid regular expression: {exc}"
             ) from exc
         glob = args.get("glob")
         parts = None if glob is None else _glob_parts(glob)
-        return await asyncio.to_thread(self._grep, root, regex, parts)
+        budget = Budget("Grep", GREP_BUDGET_S)
+        return await run_within(budget, lambda b: self._grep(root, compiled, parts, b))
 
     @staticmethod
-    def _grep(root: Path, regex: re.Pattern[str], parts: list[str] | None) -> str:
+    def _grep(
+        root: Path, compiled: regex.Pattern[str], parts: list[str] | None, budget: Budget
+    ) -> str:
         out: list[str] = []
-        for relative, real in _workspace_files(root):
+        for relative, real in _workspace_files(root, budget):
             if parts is not None and not _glob_match(parts, relative.split("/")):
                 continue
             try:
@@ -243,7 +264,7 @@ class Grep:
             text = data.decode("utf-8", errors="replace")
             for number, line in enumerate(text.split("\n"), start=1):
                 line = line.removesuffix("\r")
-                if regex.search(line) is None:
+                if not _search(compiled, line, budget):
                     continue
                 if len(out) == GREP_MAX_MATCHES:
                     out.append(
@@ -253,6 +274,20 @@ class Grep:
                     return "\n".join(out)
                 out.append(f"{relative}:{number}:{line}")
         return "\n".join(out) if out else NO_MATCHES
+
+
+def _search(compiled: regex.Pattern[str], line: str, budget: Budget) -> bool:
+    """Whether ``compiled`` matches in ``line``; TOOL_FAILED when the budget runs out.
+
+    One search may take at most SEARCH_SLICE_S, so that a cancelled call releases its
+    worker thread soon; the GIL is released meanwhile, so the host keeps serving.
+    """
+    budget.check()
+    try:
+        timeout = min(budget.remaining(), SEARCH_SLICE_S)
+        return compiled.search(line, timeout=timeout, concurrent=True) is not None
+    except TimeoutError as exc:
+        raise budget.exceeded() from exc
 
 
 def _encode(tool: str, field: str, text: str) -> bytes:
@@ -334,8 +369,8 @@ class Edit:
     async def run(self, ctx: ToolContext, args: dict[str, Any]) -> str:
         """Rewrites the file with the replacement, every other byte unchanged.
 
-        INVALID_TOOL_INPUT when old_string is absent, occurs more than once without
-        replace_all, or the file is not valid UTF-8.
+        EDIT_NO_MATCH when old_string is absent; INVALID_TOOL_INPUT when it occurs more
+        than once without replace_all, or the file is not valid UTF-8.
         """
         args = validate_args(self.spec, args)
         root = require_root(ctx.workspace_root)
@@ -362,7 +397,7 @@ class Edit:
         count = text.count(old)
         if count == 0:
             raise HostError(
-                "INVALID_TOOL_INPUT",
+                "EDIT_NO_MATCH",
                 f"Edit: old_string not found in {relative}",
                 {"path": relative},
             )
