@@ -165,7 +165,7 @@ class MockProvider:
         self._lifecycle = threading.Lock()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._runner: web.AppRunner | None = None
+        self._done: asyncio.Event | None = None
         self._port: int | None = None
         # Loop-side state, only touched from the server thread.
         self._stalls: set[asyncio.Future[bool]] = set()
@@ -180,9 +180,8 @@ class MockProvider:
                 raise RuntimeError("MockProvider is already running")
             ready = threading.Event()
             failure: list[BaseException] = []
-            loop = asyncio.new_event_loop()
             thread = threading.Thread(
-                target=self._run_loop, args=(loop, ready, failure), name="mock-provider"
+                target=asyncio.run, args=(self._serve(ready, failure),), name="mock-provider"
             )
             thread.daemon = True
             thread.start()
@@ -191,20 +190,17 @@ class MockProvider:
             if failure:
                 thread.join(_THREAD_TIMEOUT)
                 raise RuntimeError("MockProvider failed to start") from failure[0]
-            self._thread, self._loop = thread, loop
+            self._thread = thread
 
     def stop(self) -> None:
         """Stop the server, aborting stalled responses; idempotent."""
         with self._lifecycle:
-            thread, loop = self._thread, self._loop
-            if thread is None or loop is None:
+            thread, loop, done = self._thread, self._loop, self._done
+            if thread is None or loop is None or done is None:
                 return
-            try:
-                asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(_THREAD_TIMEOUT)
-            finally:
-                loop.call_soon_threadsafe(loop.stop)
-                thread.join(_THREAD_TIMEOUT)
-                self._thread = self._loop = self._port = None
+            loop.call_soon_threadsafe(done.set)
+            thread.join(_THREAD_TIMEOUT)
+            self._thread = self._loop = self._done = self._port = None
 
     def __enter__(self) -> MockProvider:
         self.start()
@@ -292,31 +288,11 @@ class MockProvider:
 
     # ------------------------------------------------------------------ server thread
 
-    def _run_loop(
-        self, loop: asyncio.AbstractEventLoop, ready: threading.Event, failure: list[BaseException]
-    ) -> None:
-        asyncio.set_event_loop(loop)
-        try:
-            try:
-                loop.run_until_complete(self._setup())
-            except BaseException as exc:
-                failure.append(exc)
-                return
-            finally:
-                ready.set()
-            loop.run_forever()
-        finally:
-            pending = asyncio.all_tasks(loop)
-            for task in pending:
-                task.cancel()
-            if pending:
-                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.close()
-
-    async def _setup(self) -> None:
+    async def _serve(self, ready: threading.Event, failure: list[BaseException]) -> None:
+        """The server thread: listen, signal ``ready``, serve until :meth:`stop`."""
         self._stopping = False
         self._stalls = set()
+        done = asyncio.Event()
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_post("/chat/completions", self._handle)
@@ -327,18 +303,21 @@ class MockProvider:
             handler_cancellation=True,  # a disconnect ends a held stall
             shutdown_timeout=_SHUTDOWN_GRACE,
         )
-        await runner.setup()
-        site = web.TCPSite(runner, _HOST, 0)
-        await site.start()
-        self._runner = runner
+        try:
+            await runner.setup()
+            await web.TCPSite(runner, _HOST, 0).start()
+        except BaseException as exc:
+            failure.append(exc)
+            ready.set()
+            await runner.cleanup()
+            return
         self._port = int(runner.addresses[0][1])
-
-    async def _shutdown(self) -> None:
+        self._loop, self._done = asyncio.get_running_loop(), done
+        ready.set()
+        await done.wait()
         self._stopping = True
         self._resolve_stalls(False)
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
+        await runner.cleanup()
 
     def _resolve_stalls(self, released: bool) -> None:
         stalls, self._stalls = self._stalls, set()
@@ -408,89 +387,79 @@ class MockProvider:
     ) -> web.StreamResponse:
         if isinstance(reply, HttpErrorReply):
             return _error_response(reply.status, reply.message)
+        streaming = body.get("stream") is True or isinstance(reply, RawStreamReply)
+        resp = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream" if streaming else "application/json"}
+        )
         if isinstance(reply, RawStreamReply):
-            raw_stream = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-            await raw_stream.prepare(request)
+            await resp.prepare(request)
             for piece in reply.chunks:
-                await raw_stream.write(piece.encode())
-            await raw_stream.write_eof()
-            return raw_stream
-        calls = self._resolve_calls(reply) if isinstance(reply, ToolCallsReply) else []
-        if body.get("stream") is True:
-            stream = web.StreamResponse(
-                headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-            )
-            await stream.prepare(request)
-            # A client that goes away mid-stream ends the reply; nothing more to do.
-            with contextlib.suppress(ConnectionError):
-                await self._stream(request, stream, body, reply, completion, calls, stall)
-            return stream
-        return await self._answer_json(request, reply, completion, calls, stall)
+                await resp.write(piece.encode())
+            await resp.write_eof()
+            return resp
+        if isinstance(reply, StallReply):
+            text, calls = reply.prefix + reply.suffix, []
+        else:
+            text, calls = reply.text, self._resolve_calls(reply)
+        if not streaming:
+            payload = json.dumps(completion.whole(text, calls)).encode()
+            if isinstance(reply, CutStreamReply):
+                resp.content_length = len(payload)
+                await resp.prepare(request)
+                await resp.write(payload[: len(payload) // 2])
+                _abort(request)
+            elif stall is None or await stall:
+                resp.content_length = len(payload)
+                await resp.prepare(request)
+                await resp.write(payload)
+            else:
+                _abort(request)
+            return resp
+        await resp.prepare(request)
+        # A client that goes away mid-stream ends the reply; nothing more to do.
+        with contextlib.suppress(ConnectionError):
+            await self._stream(request, resp, body, reply, completion, calls, stall)
+        return resp
 
     async def _stream(
         self,
         request: web.Request,
-        stream: web.StreamResponse,
+        resp: web.StreamResponse,
         body: dict[str, Any],
-        reply: ScriptedReply,
+        reply: TextReply | ToolCallsReply | CutStreamReply | StallReply,
         completion: _Completion,
         calls: list[tuple[str, str, str]],
         stall: asyncio.Future[bool] | None,
     ) -> None:
         """Send ``reply`` as server-sent events, one write per uninterrupted batch."""
-        finish = "tool_calls" if calls else "stop"
-        if stall is not None:
-            assert isinstance(reply, StallReply)
-            await stream.write(_sse(completion.text_chunks(reply.prefix, len(reply.prefix))))
-            if not await stall:
+        if isinstance(reply, StallReply):
+            await resp.write(_sse(completion.text_chunks(reply.prefix, len(reply.prefix))))
+            if stall is None or not await stall:
                 _abort(request)
                 return
-            text, size = reply.suffix, len(reply.suffix)
-            events = list(completion.text_chunks(text, size, first=False))
+            events = list(completion.text_chunks(reply.suffix, len(reply.suffix), first=False))
         else:
-            assert isinstance(reply, TextReply | ToolCallsReply | CutStreamReply)
             events = list(completion.text_chunks(reply.text, reply.chunk_size))
             if isinstance(reply, CutStreamReply):
-                await stream.write(_sse(events))
+                await resp.write(_sse(events))
                 _abort(request)
                 return
             for index, call in enumerate(calls):
                 events.extend(completion.call_chunks(index, *call, size=reply.chunk_size))
-        events.append(completion.chunk({}, finish))
+        events.append(completion.chunk({}, "tool_calls" if calls else "stop"))
         options = body.get("stream_options")
         if isinstance(options, dict) and options.get("include_usage") is True:
             events.append(completion.usage_chunk())
-        await stream.write(_sse(events) + b"data: [DONE]\n\n")
-        await stream.write_eof()
+        await resp.write(_sse(events) + b"data: [DONE]\n\n")
+        await resp.write_eof()
 
-    async def _answer_json(
-        self,
-        request: web.Request,
-        reply: ScriptedReply,
-        completion: _Completion,
-        calls: list[tuple[str, str, str]],
-        stall: asyncio.Future[bool] | None,
-    ) -> web.StreamResponse:
-        if stall is not None:
-            assert isinstance(reply, StallReply)
-            if not await stall:
-                _abort(request)
-                return web.StreamResponse()
-            return web.json_response(completion.whole(reply.prefix + reply.suffix, []))
-        assert isinstance(reply, TextReply | ToolCallsReply | CutStreamReply)
-        if not isinstance(reply, CutStreamReply):
-            return web.json_response(completion.whole(reply.text, calls))
-        payload = json.dumps(completion.whole(reply.text, [])).encode()
-        cut = web.StreamResponse(headers={"Content-Type": "application/json"})
-        cut.content_length = len(payload)
-        await cut.prepare(request)
-        await cut.write(payload[: len(payload) // 2])
-        _abort(request)
-        return cut
-
-    def _resolve_calls(self, reply: ToolCallsReply) -> list[tuple[str, str, str]]:
+    def _resolve_calls(
+        self, reply: TextReply | ToolCallsReply | CutStreamReply
+    ) -> list[tuple[str, str, str]]:
         """``(call_id, name, arguments)`` of each call, with default ids filled in."""
         resolved: list[tuple[str, str, str]] = []
+        if not isinstance(reply, ToolCallsReply):
+            return resolved
         with self._cond:
             for call in reply.calls:
                 call_id = call.call_id
