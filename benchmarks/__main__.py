@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import sys
 
-from benchmarks import harness_overhead, migration, recovery, startup, submit_plan
+from benchmarks import (
+    harness_overhead,
+    large_plan,
+    migration,
+    recovery,
+    startup,
+    submit_plan,
+)
 
-BENCHMARKS = (submit_plan, recovery, migration, startup, harness_overhead)
+BENCHMARKS = (submit_plan, recovery, migration, startup, harness_overhead, large_plan)
 
 
 def main(argv: list[str]) -> int:
