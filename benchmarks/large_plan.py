@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
                     str(suite / "pytest.ini"),
                     "-p",
                     "no:cacheprovider",
-                    "-q",
+                    "-qq",
                     "--no-header",
                     "--basetemp",
                     str(Path(scratch) / "run"),
