@@ -388,9 +388,10 @@ class MockProvider:
         if isinstance(reply, HttpErrorReply):
             return _error_response(reply.status, reply.message)
         streaming = body.get("stream") is True or isinstance(reply, RawStreamReply)
-        resp = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream" if streaming else "application/json"}
-        )
+        headers = {"Content-Type": "application/json"}
+        if streaming:
+            headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        resp = web.StreamResponse(headers=headers)
         if isinstance(reply, RawStreamReply):
             await resp.prepare(request)
             for piece in reply.chunks:
