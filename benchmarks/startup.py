@@ -1,76 +1,88 @@
-"""Benchmark: host spawn -> first ``initialize`` answer, side by side with the floor.
+"""Benchmark: host start-up, from spawning the process to the first ``initialize`` answer.
 
-The floor is ``python -c "import asyncio, sqlite3, aiosqlite"``: an interpreter that loads
-what any asyncio + SQLite host must load, and exits. Both are timed from spawn, alternating,
-in one run, so machine noise hits both alike. Each host start gets a fresh, empty data dir.
-Both run with bytecode caching on (as an installed wheel has it), whatever
-PYTHONDONTWRITEBYTECODE says in the calling environment.
+The floor is the interpreter starting and importing what any asyncio + SQLite host needs:
+``python -c "import asyncio, sqlite3, aiosqlite"``, spawned and waited for. The host is
+started as the harness starts it (``python -m reference_host --data-dir DIR
+--conformance``, DIR a fresh empty folder), sent ``initialize``, and timed until its
+answer arrives; it is then stopped outside the timing.
 
-    python benchmarks/startup.py [RUNS]
+    python -m benchmarks.startup [--quick] [--rounds N]
 """
 
 from __future__ import annotations
 
+import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from benchmarks._measure import Comparison, alternate, parser
+
+GOAL = 1.5
+# Both run with bytecode caching on, as an installed wheel has it, whatever the calling
+# environment (tox sets PYTHONDONTWRITEBYTECODE) says.
+ENV = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
 FLOOR = (sys.executable, "-c", "import asyncio, sqlite3, aiosqlite")
 HOST = (sys.executable, "-m", "reference_host")
-ENV = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
-INITIALIZE = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":9}}\n'
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": 9, "clientInfo": {"name": "benchmark"}},
+}
 
 
-def time_floor() -> float:
-    """Seconds from spawn to exit of the floor command."""
+def floor_once() -> float:
+    """Seconds to spawn the floor command and see it exit."""
     started = time.perf_counter()
     subprocess.run(FLOOR, check=True, env=ENV)
     return time.perf_counter() - started
 
 
-def time_host(data_dir: Path) -> float:
-    """Seconds from spawn to the host's first answer line."""
+def host_once(data_dir: Path) -> float:
+    """Seconds from spawning the host on an empty ``data_dir`` to its initialize answer."""
     started = time.perf_counter()
     process = subprocess.Popen(
-        [*HOST, "--data-dir", str(data_dir)],
+        [*HOST, "--data-dir", str(data_dir), "--conformance"],
+        env=ENV,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
-        env=ENV,
     )
     assert process.stdin is not None and process.stdout is not None
-    process.stdin.write(INITIALIZE)
+    process.stdin.write(json.dumps(INITIALIZE).encode() + b"\n")
     process.stdin.flush()
     answer = process.stdout.readline()
     elapsed = time.perf_counter() - started
     process.stdin.close()
-    process.wait()
-    if b'"result"' not in answer:
-        raise RuntimeError(f"the host did not initialize: {answer!r}")
+    process.wait(10)
+    process.stdout.close()
+    if json.loads(answer).get("id") != 1 or "result" not in json.loads(answer):
+        raise AssertionError(f"unexpected first answer: {answer[:200]!r}")
     return elapsed
 
 
-def main(argv: list[str]) -> int:
-    """Print median and best of each, and the ratio of the medians."""
-    runs = int(argv[0]) if argv else 20
-    floor: list[float] = []
-    host: list[float] = []
+def compare(rounds: int) -> Comparison:
+    """Host start-up against the floor, in alternation, each host on a fresh data dir."""
     with tempfile.TemporaryDirectory() as scratch:
-        time_floor()  # warm the page cache and the bytecode caches of both
-        time_host(Path(scratch) / "warm")
-        for run in range(runs):
-            floor.append(time_floor())
-            host.append(time_host(Path(scratch) / f"data-{run}"))
-    for name, samples in (("floor", floor), ("host", host)):
-        print(
-            f"{name:5}  median {statistics.median(samples) * 1000:6.1f} ms  "
-            f"best {min(samples) * 1000:6.1f} ms  ({runs} runs)"
-        )
-    print(f"ratio of medians: {statistics.median(host) / statistics.median(floor):.2f}")
+        count = iter(range(1_000_000))
+
+        def host() -> float:
+            return host_once(Path(scratch) / f"data-{next(count)}")
+
+        host()  # warm-up: byte-code caches and the page cache
+        floor_once()
+        return alternate("host start-up to the first answer", host, floor_once, rounds)
+
+
+def main(argv: list[str]) -> int:
+    """Print the ratio of host start-up to the floor."""
+    args = parser(__doc__.splitlines()[0] if __doc__ else None).parse_args(argv)
+    rounds = args.rounds or (6 if args.quick else 20)
+    print(compare(rounds).line("host", "floor", GOAL))
     return 0
 
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import BinaryIO, Protocol, TextIO, cast, runtime_checkable
+from typing import Any, BinaryIO, Protocol, TextIO, cast, runtime_checkable
 
 ServeFn = Callable[[Sequence[str], BinaryIO, BinaryIO, TextIO], int]
 
@@ -33,6 +33,7 @@ HOST_ENTRY_POINT_GROUP = "pi_conformance.hosts"
 DEFAULT_HOST_CMD = (sys.executable, "-m", "reference_host")
 STOP_TIMEOUT = 15.0
 _STDERR_LIMIT = 256 * 1024
+_CHUNK = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,61 @@ class _TailBuffer(io.TextIOBase):
     def text(self) -> str:
         with self._lock:
             return "".join(self._parts)
+
+
+class _PipeReader(io.RawIOBase):
+    """The read end of a pipe, read in large chunks.
+
+    An unbuffered file's readline reads one byte per system call (a 1 MiB line cost
+    seconds); a buffered reader's close waits for a read blocked in another thread (a hung
+    host would hang the harness). This reader has neither problem: close just closes the
+    descriptor.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._buffer = bytearray()
+
+    def readable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def _read_chunk(self) -> bytes:
+        if self.closed:  # the descriptor's number may already belong to another file
+            raise ValueError("read from a closed pipe")
+        return os.read(self._fd, _CHUNK)
+
+    def readinto(self, target: Any) -> int:
+        view = memoryview(target).cast("B")
+        if not self._buffer:
+            self._buffer += self._read_chunk()
+        count = min(len(view), len(self._buffer))
+        view[:count] = self._buffer[:count]
+        del self._buffer[:count]
+        return count
+
+    def readline(self, size: int | None = -1) -> bytes:
+        limit = size if size is not None and size >= 0 else None
+        searched = 0
+        while (end := self._buffer.find(b"\n", searched)) < 0:
+            searched = len(self._buffer)
+            chunk = b"" if limit is not None and searched >= limit else self._read_chunk()
+            if not chunk:
+                end = searched - 1
+                break
+            self._buffer += chunk
+        if limit is not None:
+            end = min(end, limit - 1)
+        line = bytes(self._buffer[: end + 1])
+        del self._buffer[: end + 1]
+        return line
+
+    def close(self) -> None:
+        if not self.closed:
+            os.close(self._fd)
+        super().close()
 
 
 TOKEN_VARIABLE = "PI_CONFORMANCE_HOST_TOKEN"
@@ -286,7 +342,7 @@ class InProcessHost:
         host_in, self._to_host_fd = os.pipe()
         self._from_host_fd, host_out = os.pipe()
         self._to_host = os.fdopen(self._to_host_fd, "wb", buffering=0)
-        self._from_host = os.fdopen(self._from_host_fd, "rb", buffering=0)
+        self._from_host = cast(BinaryIO, _PipeReader(self._from_host_fd))
         self.returncode: int | None = None
         argv = ["--data-dir", str(data_dir), "--conformance"]
 

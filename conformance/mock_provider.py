@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import copy
+import contextlib
 import json
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Final, TypeAlias
@@ -26,6 +26,7 @@ from typing import Any, Final, TypeAlias
 from aiohttp import web
 
 __all__ = [
+    "MAX_PIECES",
     "CutStreamReply",
     "HttpErrorReply",
     "MockProvider",
@@ -42,13 +43,10 @@ _HOST: Final = "127.0.0.1"
 _DEFAULT_MODEL: Final = "mock-model"
 _THREAD_TIMEOUT: Final = 10.0
 _SHUTDOWN_GRACE: Final = 1.0
-_ERROR_TYPES: Final[Mapping[int, str]] = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    429: "rate_limit_error",
-}
+MAX_PIECES: Final = 64
+"""A streamed text or argument string is split into at most this many chunks: small
+strings still arrive in ``chunk_size`` pieces, a large one in larger pieces, so that the
+cost of a reply follows its size and not a count of tiny chunks."""
 
 
 @dataclass(frozen=True)
@@ -76,8 +74,8 @@ class ScriptedToolCall:
 class ToolCallsReply:
     """An assistant answer requesting tool calls (``finish_reason`` ``"tool_calls"``).
 
-    When streaming, ``text`` (if any) is streamed first, then each call's arguments are
-    split into pieces of ``chunk_size`` characters across several chunks.
+    When streaming, ``text`` (if any) comes first, then each call's arguments split into
+    pieces of ``chunk_size`` characters across several chunks.
     """
 
     calls: tuple[ScriptedToolCall, ...]
@@ -106,7 +104,7 @@ class CutStreamReply:
 
 @dataclass(frozen=True)
 class StallReply:
-    """Sends the headers (and, streaming, a first chunk) then holds the response open.
+    """Sends the headers (and, streaming, ``prefix``) then holds the response open.
 
     The stall ends when :meth:`MockProvider.release_stalls` is called (the reply then
     completes normally with ``prefix + suffix`` as its text), when the client
@@ -138,8 +136,8 @@ class RecordedRequest:
     """One request received by the mock provider.
 
     ``body`` is the parsed JSON body (``{}`` when it was not a JSON object, see
-    ``raw_body``). ``unscripted`` marks a request that found no scripted reply;
-    ``malformed`` marks one rejected with HTTP 400.
+    ``raw_body``). ``malformed`` marks a request rejected with HTTP 400; ``unscripted``
+    one that found neither a scripted reply nor a fallback and got HTTP 500.
     """
 
     body: dict[str, Any]
@@ -148,10 +146,10 @@ class RecordedRequest:
     tool_names: tuple[str, ...]
     stream: bool
     unscripted: bool
+    malformed: bool
     authorization: str | None
     path: str
     raw_body: bytes
-    malformed: bool
 
 
 class MockProvider:
@@ -163,15 +161,14 @@ class MockProvider:
         self._fallback: ScriptedReply | None = None
         self._records: list[RecordedRequest] = []
         self._in_flight = 0
-        self._call_counter = 0
-        self._completion_counter = 0
+        self._counter = 0
         self._lifecycle = threading.Lock()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._runner: web.AppRunner | None = None
+        self._done: asyncio.Event | None = None
         self._port: int | None = None
         # Loop-side state, only touched from the server thread.
-        self._stall_waiters: set[asyncio.Future[bool]] = set()
+        self._stalls: set[asyncio.Future[bool]] = set()
         self._stopping = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -183,13 +180,10 @@ class MockProvider:
                 raise RuntimeError("MockProvider is already running")
             ready = threading.Event()
             failure: list[BaseException] = []
-            loop = asyncio.new_event_loop()
             thread = threading.Thread(
-                target=self._run_loop,
-                args=(loop, ready, failure),
-                name="mock-provider",
-                daemon=True,
+                target=asyncio.run, args=(self._serve(ready, failure),), name="mock-provider"
             )
+            thread.daemon = True
             thread.start()
             if not ready.wait(_THREAD_TIMEOUT):
                 raise TimeoutError("MockProvider did not start listening in time")
@@ -197,22 +191,16 @@ class MockProvider:
                 thread.join(_THREAD_TIMEOUT)
                 raise RuntimeError("MockProvider failed to start") from failure[0]
             self._thread = thread
-            self._loop = loop
 
     def stop(self) -> None:
         """Stop the server, aborting stalled responses; idempotent."""
         with self._lifecycle:
-            thread, loop = self._thread, self._loop
-            if thread is None or loop is None:
+            thread, loop, done = self._thread, self._loop, self._done
+            if thread is None or loop is None or done is None:
                 return
-            try:
-                asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(_THREAD_TIMEOUT)
-            finally:
-                loop.call_soon_threadsafe(loop.stop)
-                thread.join(_THREAD_TIMEOUT)
-                self._thread = None
-                self._loop = None
-                self._port = None
+            loop.call_soon_threadsafe(done.set)
+            thread.join(_THREAD_TIMEOUT)
+            self._thread = self._loop = self._done = self._port = None
 
     def __enter__(self) -> MockProvider:
         self.start()
@@ -229,10 +217,9 @@ class MockProvider:
     @property
     def base_url(self) -> str:
         """The OpenAI base URL, e.g. ``http://127.0.0.1:PORT/v1``."""
-        port = self._port
-        if port is None:
+        if self._port is None:
             raise RuntimeError("MockProvider is not running")
-        return f"http://{_HOST}:{port}/v1"
+        return f"http://{_HOST}:{self._port}/v1"
 
     # ------------------------------------------------------------------ scripting
 
@@ -242,8 +229,7 @@ class MockProvider:
             self._script.extend(replies)
 
     def set_fallback(self, reply: ScriptedReply | None) -> None:
-        """Answer with ``reply`` when the script is empty (the request is still recorded
-        as unscripted); None restores the HTTP 500 answer."""
+        """Answer with ``reply`` once the script is empty; None restores HTTP 500."""
         with self._cond:
             self._fallback = reply
 
@@ -273,6 +259,11 @@ class MockProvider:
         with self._cond:
             return list(self._records)
 
+    def unexpected_requests(self) -> list[RecordedRequest]:
+        """The requests that were malformed or found nothing scripted, oldest first."""
+        with self._cond:
+            return [r for r in self._records if r.malformed or r.unscripted]
+
     def wait_for_requests(self, count: int, timeout: float = 5.0) -> list[RecordedRequest]:
         """Block until at least ``count`` requests were received; return a snapshot.
 
@@ -286,11 +277,6 @@ class MockProvider:
                 )
             return list(self._records)
 
-    def in_flight(self) -> int:
-        """Number of requests whose handler is still running (e.g. held stalls)."""
-        with self._cond:
-            return self._in_flight
-
     def wait_until_idle(self, timeout: float = 5.0) -> None:
         """Block until no request handler is running; raise :class:`TimeoutError` if not."""
         with self._cond:
@@ -302,34 +288,11 @@ class MockProvider:
 
     # ------------------------------------------------------------------ server thread
 
-    def _run_loop(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        ready: threading.Event,
-        failure: list[BaseException],
-    ) -> None:
-        asyncio.set_event_loop(loop)
-        try:
-            try:
-                loop.run_until_complete(self._setup())
-            except BaseException as exc:
-                failure.append(exc)
-                return
-            finally:
-                ready.set()
-            loop.run_forever()
-        finally:
-            pending = asyncio.all_tasks(loop)
-            for task in pending:
-                task.cancel()
-            if pending:
-                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.close()
-
-    async def _setup(self) -> None:
+    async def _serve(self, ready: threading.Event, failure: list[BaseException]) -> None:
+        """The server thread: listen, signal ``ready``, serve until :meth:`stop`."""
         self._stopping = False
-        self._stall_waiters = set()
+        self._stalls = set()
+        done = asyncio.Event()
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_post("/chat/completions", self._handle)
@@ -337,27 +300,43 @@ class MockProvider:
             app,
             handle_signals=False,
             access_log=None,
-            handler_cancellation=True,
+            handler_cancellation=True,  # a disconnect ends a held stall
             shutdown_timeout=_SHUTDOWN_GRACE,
         )
-        await runner.setup()
-        site = web.TCPSite(runner, _HOST, 0)
-        await site.start()
-        self._runner = runner
+        try:
+            await runner.setup()
+            await web.TCPSite(runner, _HOST, 0).start()
+        except BaseException as exc:
+            failure.append(exc)
+            ready.set()
+            await runner.cleanup()
+            return
         self._port = int(runner.addresses[0][1])
-
-    async def _shutdown(self) -> None:
+        self._loop, self._done = asyncio.get_running_loop(), done
+        ready.set()
+        await done.wait()
         self._stopping = True
         self._resolve_stalls(False)
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
+        await runner.cleanup()
 
     def _resolve_stalls(self, released: bool) -> None:
-        waiters, self._stall_waiters = self._stall_waiters, set()
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(released)
+        stalls, self._stalls = self._stalls, set()
+        for stall in stalls:
+            if not stall.done():
+                stall.set_result(released)
+
+    def _hold(self) -> asyncio.Future[bool]:
+        """A stall that :meth:`release_stalls` resolves True and the server's stop False.
+
+        Created before the handler first awaits, so a release right after the request
+        was recorded is never missed.
+        """
+        stall = asyncio.get_running_loop().create_future()
+        if self._stopping:
+            stall.set_result(False)
+        else:
+            self._stalls.add(stall)
+        return stall
 
     # ------------------------------------------------------------------ request handling
 
@@ -374,152 +353,125 @@ class MockProvider:
     async def _handle_request(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
         body, problem = _parse_body(raw)
-        stall: asyncio.Future[bool] | None = None
         with self._cond:
             reply = None if problem is not None or not self._script else self._script.popleft()
+            if reply is None and problem is None:
+                reply = self._fallback
+            unscripted = problem is None and reply is None
             self._records.append(
-                _record(
-                    request,
-                    raw,
-                    body,
-                    unscripted=problem is None and reply is None,
-                    malformed=problem is not None,
-                )
+                _record(request, raw, body, unscripted=unscripted, malformed=problem is not None)
             )
             number = len(self._records)
+            self._counter += 1
+            completion = _Completion(f"chatcmpl-mock{self._counter}", body.get("model"))
             self._cond.notify_all()
         if problem is not None:
             return _error_response(400, problem, code="invalid_request")
-        if reply is None and self._fallback is not None:
-            reply = self._fallback
         if reply is None:
-            return _error_response(
-                500,
-                f"mock provider: no reply was scripted for request #{number}",
-                code="no_scripted_reply",
-            )
-        if isinstance(reply, StallReply):
-            stall = asyncio.get_running_loop().create_future()
-            if self._stopping:
-                stall.set_result(False)
-            else:
-                self._stall_waiters.add(stall)
+            message = f"mock provider: no reply was scripted for request #{number}"
+            return _error_response(500, message, code="no_scripted_reply")
+        stall = self._hold() if isinstance(reply, StallReply) else None
         try:
-            return await self._answer(request, body, reply, stall)
+            return await self._answer(request, body, reply, completion, stall)
         finally:
             if stall is not None:
-                self._stall_waiters.discard(stall)
+                self._stalls.discard(stall)
 
     async def _answer(
         self,
         request: web.Request,
         body: dict[str, Any],
         reply: ScriptedReply,
+        completion: _Completion,
         stall: asyncio.Future[bool] | None,
     ) -> web.StreamResponse:
         if isinstance(reply, HttpErrorReply):
             return _error_response(reply.status, reply.message)
+        streaming = body.get("stream") is True or isinstance(reply, RawStreamReply)
+        headers = {"Content-Type": "application/json"}
+        if streaming:
+            headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        resp = web.StreamResponse(headers=headers)
         if isinstance(reply, RawStreamReply):
-            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
             await resp.prepare(request)
             for piece in reply.chunks:
                 await resp.write(piece.encode())
             await resp.write_eof()
             return resp
-        model = body.get("model")
-        chunks = _ChunkFactory(
-            completion_id=self._next_completion_id(),
-            model=model if isinstance(model, str) else _DEFAULT_MODEL,
-        )
-        if body.get("stream") is True:
-            return await self._answer_stream(request, body, reply, chunks, stall)
-        return await self._answer_json(request, reply, chunks, stall)
-
-    async def _answer_json(
-        self,
-        request: web.Request,
-        reply: ScriptedReply,
-        chunks: _ChunkFactory,
-        stall: asyncio.Future[bool] | None,
-    ) -> web.StreamResponse:
-        if isinstance(reply, TextReply):
-            return web.json_response(chunks.completion(reply.text, ()))
-        if isinstance(reply, ToolCallsReply):
-            return web.json_response(chunks.completion(reply.text, self._resolve_calls(reply)))
-        if isinstance(reply, CutStreamReply):
-            payload = json.dumps(chunks.completion(reply.text, ())).encode()
-            resp = web.StreamResponse(headers={"Content-Type": "application/json"})
-            resp.content_length = len(payload)
-            await resp.prepare(request)
-            await resp.write(payload[: len(payload) // 2])
-            _abort(request)
-            return resp
-        assert isinstance(reply, StallReply) and stall is not None
-        if not await stall:
-            _abort(request)
-            return web.StreamResponse()
-        return web.json_response(chunks.completion(reply.prefix + reply.suffix, ()))
-
-    async def _answer_stream(
-        self,
-        request: web.Request,
-        body: dict[str, Any],
-        reply: ScriptedReply,
-        chunks: _ChunkFactory,
-        stall: asyncio.Future[bool] | None,
-    ) -> web.StreamResponse:
-        resp = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-        )
-        await resp.prepare(request)
-        try:
-            if isinstance(reply, TextReply):
-                await _send_text(resp, chunks, reply.text, reply.chunk_size, first=True)
-                await _send_end(resp, chunks, "stop", body)
-            elif isinstance(reply, ToolCallsReply):
-                calls = self._resolve_calls(reply)
-                await _send_text(resp, chunks, reply.text, reply.chunk_size, first=True)
-                for index, (call_id, name, arguments) in enumerate(calls):
-                    await _send_tool_call(
-                        resp, chunks, index, call_id, name, arguments, reply.chunk_size
-                    )
-                await _send_end(resp, chunks, "tool_calls", body)
-            elif isinstance(reply, CutStreamReply):
-                await _send_text(resp, chunks, reply.text, reply.chunk_size, first=True)
+        if isinstance(reply, StallReply):
+            text, calls = reply.prefix + reply.suffix, []
+        else:
+            text, calls = reply.text, self._resolve_calls(reply)
+        if not streaming:
+            payload = json.dumps(completion.whole(text, calls)).encode()
+            if isinstance(reply, CutStreamReply):
+                resp.content_length = len(payload)
+                await resp.prepare(request)
+                await resp.write(payload[: len(payload) // 2])
                 _abort(request)
+            elif stall is None or await stall:
+                resp.content_length = len(payload)
+                await resp.prepare(request)
+                await resp.write(payload)
             else:
-                assert isinstance(reply, StallReply) and stall is not None
-                await _send_text(resp, chunks, reply.prefix, len(reply.prefix), first=True)
-                if not await stall:
-                    _abort(request)
-                    return resp
-                await _send_text(resp, chunks, reply.suffix, len(reply.suffix), first=False)
-                await _send_end(resp, chunks, "stop", body)
-        except ConnectionError:
-            # The client went away mid-stream; nothing more to do.
-            pass
+                _abort(request)
+            return resp
+        await resp.prepare(request)
+        # A client that goes away mid-stream ends the reply; nothing more to do.
+        with contextlib.suppress(ConnectionError):
+            await self._stream(request, resp, body, reply, completion, calls, stall)
         return resp
 
-    def _resolve_calls(self, reply: ToolCallsReply) -> list[tuple[str, str, str]]:
+    async def _stream(
+        self,
+        request: web.Request,
+        resp: web.StreamResponse,
+        body: dict[str, Any],
+        reply: TextReply | ToolCallsReply | CutStreamReply | StallReply,
+        completion: _Completion,
+        calls: list[tuple[str, str, str]],
+        stall: asyncio.Future[bool] | None,
+    ) -> None:
+        """Send ``reply`` as server-sent events, one write per uninterrupted batch."""
+        if isinstance(reply, StallReply):
+            await resp.write(_sse(completion.text_chunks(reply.prefix, len(reply.prefix))))
+            if stall is None or not await stall:
+                _abort(request)
+                return
+            events = list(completion.text_chunks(reply.suffix, len(reply.suffix), first=False))
+        else:
+            events = list(completion.text_chunks(reply.text, reply.chunk_size))
+            if isinstance(reply, CutStreamReply):
+                await resp.write(_sse(events))
+                _abort(request)
+                return
+            for index, call in enumerate(calls):
+                events.extend(completion.call_chunks(index, *call, size=reply.chunk_size))
+        events.append(completion.chunk({}, "tool_calls" if calls else "stop"))
+        options = body.get("stream_options")
+        if isinstance(options, dict) and options.get("include_usage") is True:
+            events.append(completion.usage_chunk())
+        await resp.write(_sse(events) + b"data: [DONE]\n\n")
+        await resp.write_eof()
+
+    def _resolve_calls(
+        self, reply: TextReply | ToolCallsReply | CutStreamReply
+    ) -> list[tuple[str, str, str]]:
+        """``(call_id, name, arguments)`` of each call, with default ids filled in."""
         resolved: list[tuple[str, str, str]] = []
+        if not isinstance(reply, ToolCallsReply):
+            return resolved
         with self._cond:
             for call in reply.calls:
                 call_id = call.call_id
                 if call_id is None:
-                    self._call_counter += 1
-                    call_id = f"call_{self._call_counter}"
-                arguments = (
-                    call.arguments
-                    if isinstance(call.arguments, str)
-                    else json.dumps(call.arguments, separators=(",", ":"))
-                )
+                    self._counter += 1
+                    call_id = f"call_{self._counter}"
+                arguments = call.arguments
+                if not isinstance(arguments, str):
+                    arguments = json.dumps(arguments, separators=(",", ":"))
                 resolved.append((call_id, call.name, arguments))
         return resolved
-
-    def _next_completion_id(self) -> str:
-        with self._cond:
-            self._completion_counter += 1
-            return f"chatcmpl-mock{self._completion_counter}"
 
 
 # ---------------------------------------------------------------------- wire helpers
@@ -540,24 +492,15 @@ def _parse_body(raw: bytes) -> tuple[dict[str, Any], str | None]:
 
 
 def _record(
-    request: web.Request,
-    raw: bytes,
-    body: dict[str, Any],
-    *,
-    unscripted: bool,
-    malformed: bool,
+    request: web.Request, raw: bytes, body: dict[str, Any], *, unscripted: bool, malformed: bool
 ) -> RecordedRequest:
-    body = copy.deepcopy(body)
-    model = body.get("model")
-    messages = body.get("messages")
+    model, messages, tools = body.get("model"), body.get("messages"), body.get("tools")
     tool_names: list[str] = []
-    tools = body.get("tools")
-    if isinstance(tools, list):
-        for tool in tools:
-            function = tool.get("function") if isinstance(tool, dict) else None
-            name = function.get("name") if isinstance(function, dict) else None
-            if isinstance(name, str):
-                tool_names.append(name)
+    for tool in tools if isinstance(tools, list) else []:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if isinstance(name, str):
+            tool_names.append(name)
     return RecordedRequest(
         body=body,
         model=model if isinstance(model, str) else None,
@@ -565,143 +508,104 @@ def _record(
         tool_names=tuple(tool_names),
         stream=body.get("stream") is True,
         unscripted=unscripted,
+        malformed=malformed,
         authorization=request.headers.get("Authorization"),
         path=request.path,
         raw_body=raw,
-        malformed=malformed,
     )
 
 
 def _error_response(status: int, message: str, *, code: str | None = None) -> web.Response:
-    error_type = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "api_error")
-    return web.json_response(
-        {"error": {"message": message, "type": error_type, "param": None, "code": code}},
-        status=status,
-    )
+    if status == 400:
+        kind = "invalid_request_error"
+    elif status == 429:
+        kind = "rate_limit_error"
+    else:
+        kind = "server_error" if status >= 500 else "api_error"
+    error = {"message": message, "type": kind, "param": None, "code": code}
+    return web.json_response({"error": error}, status=status)
 
 
 def _abort(request: web.Request) -> None:
     """Close the connection after flushing what was written, without ending the body."""
-    transport = request.transport
-    if transport is not None:
-        transport.close()
+    if request.transport is not None:
+        request.transport.close()
 
 
 def _pieces(text: str, size: int) -> Iterator[str]:
-    step = max(1, size)
+    """``text`` in pieces of ``size`` characters, or larger to stay within MAX_PIECES."""
+    step = max(1, size, -(-len(text) // MAX_PIECES))
     for start in range(0, len(text), step):
         yield text[start : start + step]
 
 
+def _sse(chunks: Iterable[dict[str, Any]]) -> bytes:
+    """``chunks`` as server-sent ``data:`` events."""
+    return "".join(f"data: {json.dumps(c, separators=(',', ':'))}\n\n" for c in chunks).encode()
+
+
 @dataclass(frozen=True)
-class _ChunkFactory:
+class _Completion:
+    """Builds the chunks and the whole object of one completion."""
+
     completion_id: str
-    model: str
+    requested_model: object
     created: int = field(default_factory=lambda: int(time.time()))
 
-    def chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+    @property
+    def model(self) -> str:
+        return self.requested_model if isinstance(self.requested_model, str) else _DEFAULT_MODEL
+
+    def _envelope(self, kind: str) -> dict[str, Any]:
         return {
             "id": self.completion_id,
-            "object": "chat.completion.chunk",
+            "object": kind,
             "created": self.created,
             "model": self.model,
-            "system_fingerprint": None,
-            "choices": [
-                {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
-            ],
         }
+
+    def chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+        return {**self._envelope("chat.completion.chunk"), "choices": [choice]}
 
     def usage_chunk(self) -> dict[str, Any]:
-        return {
-            "id": self.completion_id,
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": self.model,
-            "system_fingerprint": None,
-            "choices": [],
-            "usage": _usage(),
-        }
+        return {**self._envelope("chat.completion.chunk"), "choices": [], "usage": _usage()}
 
-    def completion(
-        self, text: str, calls: list[tuple[str, str, str]] | tuple[()]
-    ) -> dict[str, Any]:
+    def text_chunks(self, text: str, size: int, *, first: bool = True) -> Iterator[dict[str, Any]]:
+        """The opening role chunk (when ``first``), then ``text`` in pieces."""
+        if first:
+            yield self.chunk({"role": "assistant", "content": ""})
+        for piece in _pieces(text, size):
+            yield self.chunk({"content": piece})
+
+    def call_chunks(
+        self, index: int, call_id: str, name: str, arguments: str, *, size: int
+    ) -> Iterator[dict[str, Any]]:
+        """The call's id and name, then its arguments in pieces."""
+        head = {"id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
+        yield self.chunk({"tool_calls": [{"index": index, **head}]})
+        for piece in _pieces(arguments, size):
+            yield self.chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+
+    def whole(self, text: str, calls: list[tuple[str, str, str]]) -> dict[str, Any]:
+        """The non-streaming ``chat.completion`` object."""
         message: dict[str, Any] = {
             "role": "assistant",
             "content": text if text or not calls else None,
-            "refusal": None,
         }
         if calls:
             message["tool_calls"] = [
-                {
-                    "id": call_id,
-                    "type": "function",
-                    "function": {"name": name, "arguments": arguments},
-                }
-                for call_id, name, arguments in calls
+                {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+                for call_id, name, args in calls
             ]
-        return {
-            "id": self.completion_id,
-            "object": "chat.completion",
-            "created": self.created,
-            "model": self.model,
-            "system_fingerprint": None,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": message,
-                    "logprobs": None,
-                    "finish_reason": "tool_calls" if calls else "stop",
-                }
-            ],
-            "usage": _usage(),
+        choice = {
+            "index": 0,
+            "message": message,
+            "logprobs": None,
+            "finish_reason": "tool_calls" if calls else "stop",
         }
+        return {**self._envelope("chat.completion"), "choices": [choice], "usage": _usage()}
 
 
 def _usage() -> dict[str, int]:
     return {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
-
-
-async def _send_event(resp: web.StreamResponse, data: dict[str, Any] | str) -> None:
-    text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
-    await resp.write(f"data: {text}\n\n".encode())
-
-
-async def _send_text(
-    resp: web.StreamResponse, chunks: _ChunkFactory, text: str, size: int, *, first: bool
-) -> None:
-    if first:
-        await _send_event(resp, chunks.chunk({"role": "assistant", "content": "", "refusal": None}))
-    for piece in _pieces(text, size):
-        await _send_event(resp, chunks.chunk({"content": piece}))
-
-
-async def _send_tool_call(
-    resp: web.StreamResponse,
-    chunks: _ChunkFactory,
-    index: int,
-    call_id: str,
-    name: str,
-    arguments: str,
-    size: int,
-) -> None:
-    head = {
-        "index": index,
-        "id": call_id,
-        "type": "function",
-        "function": {"name": name, "arguments": ""},
-    }
-    await _send_event(resp, chunks.chunk({"tool_calls": [head]}))
-    for piece in _pieces(arguments, size):
-        delta = {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
-        await _send_event(resp, chunks.chunk(delta))
-
-
-async def _send_end(
-    resp: web.StreamResponse, chunks: _ChunkFactory, finish_reason: str, body: dict[str, Any]
-) -> None:
-    await _send_event(resp, chunks.chunk({}, finish_reason))
-    options = body.get("stream_options")
-    if isinstance(options, dict) and options.get("include_usage") is True:
-        await _send_event(resp, chunks.usage_chunk())
-    await _send_event(resp, "[DONE]")
-    await resp.write_eof()

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from conformance.mock_provider import (
+    MAX_PIECES,
     CutStreamReply,
     HttpErrorReply,
     MockProvider,
@@ -153,6 +154,26 @@ def test_streaming_tool_calls_split_across_chunks(
     assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
 
 
+def test_large_strings_stream_in_at_most_max_pieces(
+    provider: MockProvider, client: httpx.Client
+) -> None:
+    text = "0123456789abcdef" * 4096 + "tail"
+    arguments = {"markdown": "\U0001f680 plan\r\n" * 20_000}
+    provider.enqueue(ToolCallsReply((ScriptedToolCall("SubmitPlan", arguments),), text=text))
+    chunks = chunks_of(sse_events(chat(client, stream=True).text))
+    deltas = [chunk["choices"][0]["delta"] for chunk in chunks]
+    text_pieces = [d["content"] for d in deltas[1:] if d.get("content")]
+    argument_pieces = [
+        d["tool_calls"][0]["function"]["arguments"]
+        for d in deltas
+        if d.get("tool_calls") and "id" not in d["tool_calls"][0]
+    ]
+    assert "".join(text_pieces) == text
+    assert json.loads("".join(argument_pieces)) == arguments
+    assert 1 < len(text_pieces) <= MAX_PIECES
+    assert 1 < len(argument_pieces) <= MAX_PIECES
+
+
 def test_default_call_ids_are_unique_across_replies(
     provider: MockProvider, client: httpx.Client
 ) -> None:
@@ -235,6 +256,31 @@ def test_unscripted_request_gets_500_and_is_recorded(
     (record,) = provider.requests()
     assert record.unscripted is True
     assert record.messages == USER
+
+
+def test_fallback_answers_once_the_script_is_empty(
+    provider: MockProvider, client: httpx.Client
+) -> None:
+    provider.enqueue(TextReply("scripted"))
+    provider.set_fallback(TextReply("fallback"))
+    texts = [chat(client, stream=False).json()["choices"][0]["message"]["content"] for _ in "ab"]
+    assert texts == ["scripted", "fallback"]
+    provider.set_fallback(None)
+    assert chat(client, stream=False).status_code == 500
+    assert [r.unscripted for r in provider.requests()] == [False, False, True]
+
+
+def test_unexpected_requests_lists_malformed_and_unscripted(
+    provider: MockProvider, client: httpx.Client
+) -> None:
+    provider.enqueue(TextReply("fine"))
+    chat(client, stream=True)
+    assert provider.unexpected_requests() == []
+    client.post("/chat/completions", content=b"{", headers={"Content-Type": "application/json"})
+    chat(client, stream=True)
+    unexpected = provider.unexpected_requests()
+    assert [(r.malformed, r.unscripted) for r in unexpected] == [(True, False), (False, True)]
+    assert unexpected[0].raw_body == b"{"
 
 
 @pytest.mark.parametrize(
@@ -335,7 +381,8 @@ def test_stall_holds_until_released(provider: MockProvider, client: httpx.Client
     assert isinstance(second, str) and '"content":"wait"' in second
     with pytest.raises(queue.Empty):
         lines.get(timeout=0.1)  # held open: nothing more arrives before the release
-    assert provider.in_flight() == 1
+    with pytest.raises(TimeoutError, match="1 request"):
+        provider.wait_until_idle(timeout=0.05)  # the stalled handler is still running
     provider.release_stalls()
     rest: list[str | BaseException] = []
     while not rest or rest[-1] != "data: [DONE]":
@@ -369,7 +416,6 @@ def test_stall_ends_when_client_disconnects(provider: MockProvider, client: http
         assert response.status_code == 200
         provider.wait_for_requests(1)
     provider.wait_until_idle(timeout=5.0)
-    assert provider.in_flight() == 0
 
 
 def test_stall_does_not_block_stop() -> None:
