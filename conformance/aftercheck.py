@@ -1,8 +1,10 @@
 """Checks that hold for every scenario, made once it has run.
 
-Whatever a scenario is about, its host must not break the protocol's schemas (P5) and
-must not store or echo the provider API key (P21). These checks look at everything the
-scenario produced: every host message of every host process, and the data directory.
+Whatever a scenario is about, its host must not break the protocol's schemas (P5), must
+not store or echo the provider API key (P21), and must send the model provider only the
+requests the scenario scripted, each a valid Chat Completions request. These checks look
+at everything the scenario produced: every host message of every host process, every
+provider request, and the data directory.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ _KEY = DUMMY_API_KEY.encode()
 
 @dataclass(frozen=True)
 class Problem:
-    """A broken whole-scenario rule: what to say and whom to blame."""
+    """A broken whole-scenario rule: what to say and whom to blame (an empty requirement
+    blames the scenario's own tags)."""
 
     message: str
     detail: str
@@ -61,6 +64,23 @@ def problems(world: World) -> list[Problem]:
                 "the host sent the provider API key in a protocol message",
                 leaked[0][:500],
                 KEY_REQUIREMENT,
+            )
+        )
+    unexpected = world.provider.unexpected_requests()
+    if unexpected:
+        malformed = [r for r in unexpected if r.malformed]
+        kind = "malformed" if malformed else "unscripted"
+        lines = [
+            f"{'malformed' if r.malformed else 'unscripted'} request to {r.path}: "
+            f"{r.raw_body[:300].decode('utf-8', 'replace')}"
+            for r in unexpected
+        ]
+        found.append(
+            Problem(
+                f"the host sent the model provider {len(unexpected)} {kind} request(s) "
+                "the scenario did not expect",
+                "\n".join(lines),
+                "",
             )
         )
     stored = _files_with_key(world.data_dir)

@@ -66,6 +66,17 @@ def _not_json(violations: Sequence[Violation]) -> list[Violation]:
     return [v for v in violations if v.reason.startswith("not ")]
 
 
+def _blame(problems: Sequence[Problem], tags: Collection[str]) -> list[str]:
+    """The requirements whole-scenario problems blame; an unnamed one blames the tags."""
+    blamed: set[str] = set()
+    for problem in problems:
+        if problem.requirement:
+            blamed.add(problem.requirement)
+        else:
+            blamed.update(blamed_requirements(None, None, tags))
+    return sorted(blamed)
+
+
 def classify(
     error: BaseException | None,
     step_function: object,
@@ -94,7 +105,7 @@ def classify(
             "check",
             problems[0].message,
             "\n".join(f"{p.message}: {p.detail}" for p in problems),
-            tuple(sorted({p.requirement for p in problems})),
+            tuple(_blame(problems, tags)),
         )
     garbled = _not_json(violations)
     if isinstance(error, HostStoppedError):
@@ -123,7 +134,7 @@ def classify(
             first = f"the host refused a request the scenario needed: {first}"
         blamed = blamed_requirements(error, step_function, tags)
         if problems:
-            blamed = sorted({*blamed, *(p.requirement for p in problems)})
+            blamed = sorted({*blamed, *_blame(problems, tags)})
             rest = "\n".join([rest, *(f"{p.message}: {p.detail}" for p in problems)]).strip()
         return Verdict("failed", "check", first, rest, tuple(blamed))
     described = "".join(traceback.format_exception_only(type(error), error)).strip()
