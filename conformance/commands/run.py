@@ -59,7 +59,7 @@ from conformance.summary_model import ScenarioResult, Summary
 from conformance.verdicts import INTERRUPTED_REASON, PREFLIGHT_REASON
 
 GRACE_S = 5.0  # how long a stopping run may take to write its reports
-_REPORT_FILES = (*REPORT_FILES, RECORDS_FILE, "cucumber.json")
+_REPORT_FILES = (*REPORT_FILES, RECORDS_FILE)
 
 
 def add_parsers(commands: Any) -> None:
@@ -350,8 +350,6 @@ class Supervisor:
             str(self.args.scenario_timeout),
             "--driver",
             self.plan.driver_name,
-            "--cucumberjson",
-            str(self.plan.report_dir / "cucumber.json"),
         ]
         if self.args.host_cmd:
             argv += ["--host-cmd", self.args.host_cmd]

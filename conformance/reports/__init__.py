@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from conformance.reports.cucumber import render_cucumber
 from conformance.reports.html import render_html
 from conformance.reports.junit import render_junit
 from conformance.reports.markdown import render_markdown
@@ -13,7 +14,8 @@ SUMMARY_FILE = "summary.json"
 JUNIT_FILE = "junit.xml"
 MARKDOWN_FILE = "summary.md"
 HTML_FILE = "report.html"
-REPORT_FILES = (SUMMARY_FILE, JUNIT_FILE, MARKDOWN_FILE, HTML_FILE)
+CUCUMBER_FILE = "cucumber.json"
+REPORT_FILES = (SUMMARY_FILE, JUNIT_FILE, MARKDOWN_FILE, HTML_FILE, CUCUMBER_FILE)
 
 
 def write_all(summary: Summary, report_dir: Path) -> list[Path]:
@@ -25,6 +27,7 @@ def write_all(summary: Summary, report_dir: Path) -> list[Path]:
         JUNIT_FILE: render_junit(summary),
         MARKDOWN_FILE: render_markdown(summary),
         HTML_FILE: render_html(summary),
+        CUCUMBER_FILE: render_cucumber(summary),
     }
     written: list[Path] = []
     for name, text in outputs.items():
