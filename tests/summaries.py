@@ -15,7 +15,7 @@ from conformance.summary_model import (
 )
 from conformance.verdicts import build_summary
 
-HOSTILE = '<script>alert("x")</script> | <img src=x onerror=alert(1)> & "quoted" \'single\''
+HOSTILE = '<script>window.pwned=1</script> | <img src=x onerror="window.pwned=2"> & "q" \'s\''
 
 
 def run_info(host: str = "my-host --flag", driver: str = "subprocess") -> RunInfo:
