@@ -37,6 +37,8 @@ def read_summaries(paths: list[Path]) -> list[Summary]:
             summaries.append(load_summary(path))
         except FileNotFoundError:
             raise UsageProblem(f"{path}: no summary.json there") from None
+        except OSError as problem:
+            raise UsageProblem(f"{path}: cannot read it: {problem.strerror or problem}") from None
         except (ValidationError, ValueError) as problem:
             first = str(problem).splitlines()[0]
             raise UsageProblem(f"{path}: not a pi-conformance summary: {first}") from None
