@@ -66,6 +66,15 @@ def test_a_reader_sees_the_counts_and_opens_a_failure_record(
         assert shown == {s: f"{n} {s}" for s, n in summary["counts"][counts].items()}
     assert summary["counts"]["scenarios"]["failed"] == 1
 
+    # A click on a count shows only the scenarios of that status; another click undoes it.
+    visible = "[...document.querySelectorAll('details.scenario')].filter(d => d.checkVisibility())"
+    ran = sum(1 for s in summary["scenarios"] if s["status"] != "not-run")
+    assert chromium.evaluate(f"{visible}.length") == ran  # a partial run hides not-run ones
+    chromium.click('#scenario-counts li[data-status="failed"] button')
+    assert chromium.evaluate(f"{visible}.map(d => d.dataset.scenarioId)") == [BROKEN_SCENARIO]
+    chromium.click('#scenario-counts li[data-status="failed"] button')
+    assert chromium.evaluate(f"{visible}.length") == len(summary["scenarios"])
+
     # The failing scenario starts closed; a click shows its failure record.
     scenario = f'details.scenario[data-scenario-id="{BROKEN_SCENARIO}"]'
     message = f"{scenario} .failure .message"
