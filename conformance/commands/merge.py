@@ -21,7 +21,7 @@ from conformance.verdicts import build_summary
 def add_parsers(commands: Any) -> None:
     """Register ``merge``."""
     merge = commands.add_parser(
-        "merge", help="combine shard reports into one summary, junit and Markdown report"
+        "merge", help="combine shard reports into one set of reports, as if the run had been whole"
     )
     merge.add_argument("reports", nargs="+", type=Path, help="report folders or summary.json files")
     merge.add_argument("--report", type=Path, default=Path("conformance-report"), help="output")
