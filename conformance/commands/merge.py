@@ -21,7 +21,7 @@ from conformance.verdicts import build_summary
 def add_parsers(commands: Any) -> None:
     """Register ``merge``."""
     merge = commands.add_parser(
-        "merge", help="combine shard reports into one summary, junit and Markdown report"
+        "merge", help="combine shard reports into one set of reports, as if the run had been whole"
     )
     merge.add_argument("reports", nargs="+", type=Path, help="report folders or summary.json files")
     merge.add_argument("--report", type=Path, default=Path("conformance-report"), help="output")
@@ -37,6 +37,8 @@ def read_summaries(paths: list[Path]) -> list[Summary]:
             summaries.append(load_summary(path))
         except FileNotFoundError:
             raise UsageProblem(f"{path}: no summary.json there") from None
+        except OSError as problem:
+            raise UsageProblem(f"{path}: cannot read it: {problem.strerror or problem}") from None
         except (ValidationError, ValueError) as problem:
             first = str(problem).splitlines()[0]
             raise UsageProblem(f"{path}: not a pi-conformance summary: {first}") from None

@@ -50,7 +50,7 @@ from conformance.expectations import Expectations, ExpectationsError
 from conformance.options import DEFAULT_SCENARIO_TIMEOUT, DEFAULT_STEP_TIMEOUT, parse_shard
 from conformance.preflight import run_preflight
 from conformance.processes import become_subreaper, descendants, kill_all, signal_group
-from conformance.reports import JUNIT_FILE, MARKDOWN_FILE, SUMMARY_FILE, load_summary
+from conformance.reports import REPORT_FILES, SUMMARY_FILE, load_summary
 from conformance.reports.text import STATUS_LABEL, render_console, scenario_line
 from conformance.requirements import active_catalog
 from conformance.scenarios import all_scenarios, areas
@@ -59,7 +59,7 @@ from conformance.summary_model import ScenarioResult, Summary
 from conformance.verdicts import INTERRUPTED_REASON, PREFLIGHT_REASON
 
 GRACE_S = 5.0  # how long a stopping run may take to write its reports
-_REPORT_FILES = (SUMMARY_FILE, JUNIT_FILE, MARKDOWN_FILE, RECORDS_FILE, "cucumber.json")
+_REPORT_FILES = (*REPORT_FILES, RECORDS_FILE)
 
 
 def add_parsers(commands: Any) -> None:
@@ -350,8 +350,6 @@ class Supervisor:
             str(self.args.scenario_timeout),
             "--driver",
             self.plan.driver_name,
-            "--cucumberjson",
-            str(self.plan.report_dir / "cucumber.json"),
         ]
         if self.args.host_cmd:
             argv += ["--host-cmd", self.args.host_cmd]
@@ -359,6 +357,8 @@ class Supervisor:
             argv += ["--host-module", self.args.host_module]
         if self.args.expectations:
             argv += ["--conformance-expectations", str(self.args.expectations.resolve())]
+        if self.plan.areas:
+            argv += ["--conformance-areas", ",".join(self.plan.areas)]
         if self.plan.shard:
             argv += ["--conformance-shard", self.plan.shard]
         if self.args.keyword:
@@ -482,7 +482,7 @@ class Supervisor:
         print(render_console(summary, verbose=not self.args.quiet))
         if leftovers and self.stop_reason is None:
             print(f"note: ended what the run left behind: {'; '.join(leftovers)}", file=sys.stderr)
-        print(f"\nreports: {self.plan.report_dir} (summary.json, junit.xml, summary.md)")
+        print(f"\nreports: {self.plan.report_dir} ({', '.join(REPORT_FILES)})")
         return self._exit_status(summary, status)
 
     def _write_from_records(self, run_info: Any) -> None:
