@@ -34,7 +34,10 @@ def compile_keyword(keyword: str) -> Expression:
     try:
         return Expression.compile(keyword)
     except SyntaxError as problem:
-        raise SelectionError(f"-k: {keyword!r} is not a valid expression: {problem}") from None
+        raise SelectionError(
+            f"-k: {keyword!r} is not a valid expression ({problem.msg}); use words joined by "
+            "and, or, not and parentheses, as pytest -k does"
+        ) from None
 
 
 def _matches(expression: Expression, scenario: ScenarioInfo) -> bool:

@@ -26,9 +26,13 @@ def positive_seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number; give a positive number of seconds"
+        ) from None
     if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number of seconds")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not positive; give a positive number of seconds"
+        )
     return value
 
 
@@ -39,22 +43,34 @@ def workers(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number or 'auto'") from None
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number; give a number of workers of at least 1, or 'auto'"
+        ) from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is too few; give a number of workers of at least 1, or 'auto'"
+        )
     return value
 
 
 def writable_folder(path: Path, option: str) -> Path:
     """Create ``path`` if needed and prove a file can be written in it."""
     resolved = path.expanduser().resolve()
+    if resolved.exists() and not resolved.is_dir():
+        raise UsageProblem(f"{option}: {str(path)!r} is a file; give a folder for the reports")
     try:
         resolved.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=resolved, prefix=".pi-write-check-"):
             pass
+    except NotADirectoryError:
+        raise UsageProblem(
+            f"{option}: cannot create {str(path)!r}: a folder on its path is a file; "
+            "give a folder that can be created and written"
+        ) from None
     except OSError as problem:
         reason = problem.strerror or str(problem)
         raise UsageProblem(
-            f"{option}: cannot write a report into {str(path)!r}: {reason}"
+            f"{option}: cannot write a report into {str(path)!r}: {reason}; "
+            "give a folder that can be created and written"
         ) from None
     return resolved

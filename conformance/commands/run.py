@@ -134,17 +134,28 @@ def _check_host_cmd(command_line: str) -> SubprocessDriver:
     try:
         argv = shlex.split(command_line)
     except ValueError as problem:
-        raise UsageProblem(f"--host-cmd: cannot split {command_line!r}: {problem}") from None
+        raise UsageProblem(
+            f"--host-cmd: cannot split {command_line!r} into words ({str(problem).lower()}); "
+            "quote it as a POSIX shell would"
+        ) from None
     if not argv:
-        raise UsageProblem("--host-cmd: the command line is empty")
+        raise UsageProblem("--host-cmd: the command line is empty; give the host's command")
     program = argv[0]
     if os.sep in program:
-        if not Path(program).is_file():
-            raise UsageProblem(f"--host-cmd: {program!r} does not exist")
-        if not os.access(program, os.X_OK):
-            raise UsageProblem(f"--host-cmd: {program!r} is not executable")
+        if not Path(program).exists():
+            raise UsageProblem(
+                f"--host-cmd: {program!r} does not exist; the first word must be the host's "
+                "executable"
+            )
+        if not Path(program).is_file() or not os.access(program, os.X_OK):
+            raise UsageProblem(
+                f"--host-cmd: {program!r} is not an executable file; make it executable or "
+                "name its interpreter first (for example 'python3 host.py')"
+            )
     elif shutil.which(program) is None:
-        raise UsageProblem(f"--host-cmd: {program!r} was not found on PATH")
+        raise UsageProblem(
+            f"--host-cmd: {program!r} was not found on PATH; give its path or a command on PATH"
+        )
     return SubprocessDriver(tuple(argv))
 
 
