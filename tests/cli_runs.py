@@ -35,39 +35,44 @@ class CliRun:
         self.process = process
         self.mark = mark
         self.started = time.monotonic()
-        self.stdout_lines: queue.Queue[str | None] = queue.Queue()
-        self._stdout: list[str] = []
-        self._stderr: list[str] = []
+        self._lines: dict[str, list[str]] = {"stdout": [], "stderr": []}
+        self._arrivals: dict[str, queue.Queue[str | None]] = {
+            "stdout": queue.Queue(),
+            "stderr": queue.Queue(),
+        }
         self._readers = [
-            threading.Thread(target=self._pump, args=(process.stdout, self._stdout, True)),
-            threading.Thread(target=self._pump, args=(process.stderr, self._stderr, False)),
+            threading.Thread(target=self._pump, args=(process.stdout, "stdout"), daemon=True),
+            threading.Thread(target=self._pump, args=(process.stderr, "stderr"), daemon=True),
         ]
         for reader in self._readers:
-            reader.daemon = True
             reader.start()
 
-    def _pump(self, stream: IO[str], into: list[str], forward: bool) -> None:
+    def _pump(self, stream: IO[str], name: str) -> None:
         for line in stream:
-            into.append(line)
-            if forward:
-                self.stdout_lines.put(line)
-        if forward:
-            self.stdout_lines.put(None)
+            self._lines[name].append(line)
+            self._arrivals[name].put(line)
+        self._arrivals[name].put(None)
 
-    def wait_for_line(self, prefixes: tuple[str, ...], timeout: float) -> str:
-        """The first stdout line from now on that starts with one of ``prefixes``."""
+    def wait_for_line(
+        self, prefixes: tuple[str, ...], timeout: float, stream: str = "stdout"
+    ) -> str:
+        """The first line of ``stream`` from now on that starts with one of ``prefixes``."""
+        arrivals = self._arrivals[stream]
         limit = time.monotonic() + timeout
         while (remaining := limit - time.monotonic()) > 0:
             try:
-                line = self.stdout_lines.get(timeout=remaining)
+                line = arrivals.get(timeout=remaining)
             except queue.Empty:
                 break
             if line is None:
                 raise AssertionError(f"the command ended first:\n{self.finish(10).output}")
-            if line.startswith(prefixes):
+            if line.lstrip("\n").startswith(prefixes):
                 return line
         self.process.kill()
-        raise AssertionError(f"no line starting {prefixes} within {timeout} s: {self._stdout}")
+        end_marked(self.mark)
+        raise AssertionError(
+            f"no {stream} line starting {prefixes} within {timeout} s: {self._lines}"
+        )
 
     def finish(self, timeout: float) -> Finished:
         """Wait for the command to end; a command that does not end fails the test."""
@@ -79,16 +84,17 @@ class CliRun:
             end_marked(self.mark)
             raise AssertionError(
                 f"the command did not end within {timeout} s\n"
-                f"{''.join(self._stdout)}\n{''.join(self._stderr)}"
+                f"{''.join(self._lines['stdout'])}\n{''.join(self._lines['stderr'])}"
             ) from None
         ended = time.monotonic()
         for reader in self._readers:
             reader.join(timeout)
         return Finished(
             self.process.returncode,
-            "".join(self._stdout),
-            "".join(self._stderr),
+            "".join(self._lines["stdout"]),
+            "".join(self._lines["stderr"]),
             ended - self.started,
+            ended,
         )
 
 
@@ -99,7 +105,8 @@ class Finished:
     status: int
     stdout: str
     stderr: str
-    seconds: float
+    seconds: float  # from start to end
+    ended: float  # time.monotonic() when the process had ended
 
     @property
     def output(self) -> str:
