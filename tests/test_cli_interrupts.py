@@ -31,8 +31,19 @@ SCENARIO_LINES = tuple(
 )
 
 
-def _full_run(report: Path, *options: str) -> CliRun:
-    return start_cli("run", "--report", str(report), *options)
+def _full_run(tmp_path: Path, *options: str) -> CliRun:
+    return start_cli(
+        "run",
+        "--report",
+        str(tmp_path / "report"),
+        *options,
+        env={"TMPDIR": str(_temp_folder(tmp_path))},
+    )
+
+
+def _assert_no_leftovers(run: CliRun, tmp_path: Path) -> None:
+    assert_nothing_left(run.mark)
+    assert list(_temp_folder(tmp_path).iterdir()) == [], "temporary folders were left behind"
 
 
 def _stop_after_first_record(run: CliRun, signum: int) -> str:
@@ -68,7 +79,7 @@ def test_a_signal_stops_a_full_run_within_seconds_with_a_partial_report(
     tmp_path: Path, signum: int, status: int, workers: str
 ) -> None:
     report = tmp_path / "report"
-    run = _full_run(report, "--workers", workers)
+    run = _full_run(tmp_path, "--workers", workers)
     first = _stop_after_first_record(run, signum)
     signalled = time.monotonic()
     finished = run.finish(60)
@@ -76,14 +87,14 @@ def test_a_signal_stops_a_full_run_within_seconds_with_a_partial_report(
     assert finished.ended - signalled <= STOPPED_WITHIN_S, finished.output
     assert f"{signal.Signals(signum).name}: stopping the run" in finished.stderr
     assert "Traceback" not in finished.stderr, finished.output
-    assert_nothing_left(run.mark)
+    _assert_no_leftovers(run, tmp_path)
     _assert_partial_reports(report, first)
     assert "the run was interrupted" in finished.stdout
 
 
 def test_a_second_ctrl_c_ends_the_run_at_once(tmp_path: Path) -> None:
     report = tmp_path / "report"
-    run = _full_run(report, "--workers", "1")
+    run = _full_run(tmp_path, "--workers", "1")
     first = _stop_after_first_record(run, signal.SIGINT)
     run.wait_for_line(("SIGINT: stopping the run",), 30, stream="stderr")
     run.process.send_signal(signal.SIGINT)
@@ -92,25 +103,32 @@ def test_a_second_ctrl_c_ends_the_run_at_once(tmp_path: Path) -> None:
     assert finished.status == 130, finished.output
     assert "SIGINT again: ended every process at once" in finished.stderr, finished.output
     assert finished.ended - again < GRACE_S, "the second Ctrl-C waited for the grace period"
-    assert_nothing_left(run.mark)
+    _assert_no_leftovers(run, tmp_path)
     _assert_partial_reports(report, first)
 
 
 def test_max_time_stops_the_run_with_status_124(tmp_path: Path) -> None:
     report = tmp_path / "report"
-    run = _full_run(report, "--workers", "1", "--max-time", "3")
+    run = _full_run(tmp_path, "--workers", "1", "--max-time", "3")
     finished = run.finish(60)
     assert finished.status == 124, finished.output
     # --max-time counts from the end of the argument checks, which take a second or two
     assert finished.seconds <= 3 + STOPPED_WITHIN_S + 3, finished.output
     assert "--max-time ran out" in finished.stderr, finished.output
-    assert_nothing_left(run.mark)
+    _assert_no_leftovers(run, tmp_path)
     data = summary(report)
     assert data["run"]["interrupted"] is True
     not_run = [s for s in data["scenarios"] if s["status"] == "not-run"]
     assert not_run, "a full run cannot end within 3 s"
     assert {s["reason"] for s in not_run} == {INTERRUPTED_REASON}
     assert (report / "junit.xml").exists()
+
+
+def _temp_folder(tmp_path: Path) -> Path:
+    """The TMPDIR of the command under test, to see that it cleans up after itself."""
+    folder = tmp_path / "tmp"
+    folder.mkdir(exist_ok=True)
+    return folder
 
 
 def _hung_host(folder: Path) -> tuple[str, Path]:
@@ -138,20 +156,36 @@ def _wait_for_fifo(path: Path, timeout: float) -> None:
     assert said == ["started\n"], f"the host did not start within {timeout} s"
 
 
-@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize(
+    ("signals", "status"),
+    [((signal.SIGINT,), 130), ((signal.SIGTERM,), 143), ((signal.SIGINT, signal.SIGINT), 130)],
+    ids=["SIGINT", "SIGTERM", "SIGINT-twice"],
+)
 def test_a_signal_during_the_preflight_stops_the_run_and_its_host(
-    tmp_path: Path, signum: int, status: int
+    tmp_path: Path, signals: tuple[int, ...], status: int
 ) -> None:
     command, started = _hung_host(tmp_path)
     report = tmp_path / "report"
-    run = start_cli("run", "--host-cmd", command, "--report", str(report), "--areas", "handshake")
+    run = start_cli(
+        "run",
+        "--host-cmd",
+        command,
+        "--report",
+        str(report),
+        "--areas",
+        "handshake",
+        env={"TMPDIR": str(_temp_folder(tmp_path))},
+    )
     _wait_for_fifo(started, 60)
-    run.process.send_signal(signum)
+    for signum in signals:
+        run.process.send_signal(signum)
     finished = run.finish(30)
     assert finished.status == status, finished.output
-    assert "before the suite started: no scenario ran" in finished.stderr, finished.output
     assert "Traceback" not in finished.stderr, finished.output
-    assert_nothing_left(run.mark)
+    _assert_no_leftovers(run, tmp_path)
+    if len(signals) > 1:
+        return  # the second signal may end the command before its reports are complete
+    assert "before the suite started: no scenario ran" in finished.stderr, finished.output
     data = summary(report)
     assert data["run"]["interrupted"] is True
     assert {s["status"] for s in data["scenarios"]} == {"not-run"}

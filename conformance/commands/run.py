@@ -252,8 +252,23 @@ def _describe_stop(reason: str) -> str:
     return "--max-time ran out" if reason == "max-time" else reason
 
 
-def _raise_stopped(signum: int, frame: FrameType | None) -> None:
-    raise _Stopped(_STOP_SIGNALS[signum])
+@dataclass
+class _StopBeforeSuite:
+    """The signal handler until the suite starts: the first signal stops the run (its
+    reports are still written); a second ends the command at once."""
+
+    scratch: Path
+    reason: str | None = None
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        reason = _STOP_SIGNALS[signum]
+        if self.reason is None:
+            self.reason = reason
+            raise _Stopped(reason)
+        if reason != "max-time":
+            kill_all()
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            os._exit(_EXIT_FOR_STOP[self.reason])
 
 
 def _handle_stop_signals(handler: Any) -> None:
@@ -271,7 +286,7 @@ def run_command(args: argparse.Namespace) -> int:
     # Hosts run in sessions of their own: adopting orphans keeps them findable to the end.
     become_subreaper()
     scratch = Path(tempfile.mkdtemp(prefix="pi-conformance-"))
-    _handle_stop_signals(_raise_stopped)
+    _handle_stop_signals(_StopBeforeSuite(scratch))
     if args.max_time:
         signal.setitimer(signal.ITIMER_REAL, args.max_time)  # the whole run, preflight too
     try:
