@@ -184,6 +184,12 @@ CASES = [
         command="",
     ),
     Case(
+        "scenarios-areas-typo",
+        lambda d: ["--areas", "handshake,aproval"],
+        ("--areas", "unknown area(s) aproval", "known areas:", "approval"),
+        command="scenarios",
+    ),
+    Case(
         "merge-missing-report",
         lambda d: [str(d / "absent-report")],
         ("absent-report does not exist", "report folders or their summary.json"),

@@ -7,6 +7,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from conformance.scenarios import areas
+
 EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_USAGE = 2
@@ -74,3 +76,18 @@ def writable_folder(path: Path, option: str) -> Path:
             "give a folder that can be created and written"
         ) from None
     return resolved
+
+
+def checked_areas(text: str | None) -> list[str] | None:
+    """The areas of an ``--areas`` value (None when not given); unknown areas are refused."""
+    if text is None:
+        return None
+    known = areas()
+    wanted = [a.strip() for a in text.split(",") if a.strip()]
+    unknown = [a for a in wanted if a not in known]
+    if unknown or not wanted:
+        raise UsageProblem(
+            f"--areas: unknown area(s) {', '.join(unknown) or '(none given)'}; "
+            f"known areas: {', '.join(known)}"
+        )
+    return wanted

@@ -42,6 +42,7 @@ from conformance.commands.common import (
     EXIT_SIGINT,
     EXIT_SIGTERM,
     UsageProblem,
+    checked_areas,
     positive_seconds,
     workers,
     writable_folder,
@@ -54,7 +55,7 @@ from conformance.processes import become_subreaper, descendants, kill_all, signa
 from conformance.reports import JUNIT_FILE, MARKDOWN_FILE, SUMMARY_FILE, load_summary
 from conformance.reports.text import STATUS_LABEL, render_console, scenario_line
 from conformance.requirements import active_catalog
-from conformance.scenarios import all_scenarios, areas
+from conformance.scenarios import all_scenarios
 from conformance.selection import Selection, SelectionError, select
 from conformance.summary_model import Preflight, RunInfo, ScenarioResult, Summary
 from conformance.verdicts import INTERRUPTED_REASON, PREFLIGHT_REASON
@@ -189,16 +190,7 @@ def check_arguments(args: argparse.Namespace) -> Plan:
     else:
         driver = SubprocessDriver(DEFAULT_HOST_CMD)
         label = "bundled reference host"
-    known_areas = areas()
-    wanted: list[str] | None = None
-    if args.areas is not None:
-        wanted = [a.strip() for a in args.areas.split(",") if a.strip()]
-        unknown = [a for a in wanted if a not in known_areas]
-        if unknown or not wanted:
-            raise UsageProblem(
-                f"--areas: unknown area(s) {', '.join(unknown) or '(none given)'}; "
-                f"known areas: {', '.join(known_areas)}"
-            )
+    wanted = checked_areas(args.areas)
     shard: tuple[int, int] | None = None
     if args.shard:
         try:
