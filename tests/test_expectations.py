@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 
 from conformance.expectations import Expectations, ExpectationsError
+from conformance.requirements import active_catalog
+from conformance.scenarios import all_scenarios
 
 SCENARIOS = ["approval.feature: Two approvals sent at once: exactly one wins"]
 REQUIREMENTS = ["R4.10", "R4.11", "P5"]
@@ -122,3 +124,12 @@ def test_a_scenario_entry_excuses_its_scenario_exactly() -> None:
     assert expectations.excuses(SCENARIOS[0], [])
     assert expectations.excuses(SCENARIOS[0], ["R4.11"])
     assert not expectations.excuses(SCENARIOS[0][:-1], [])
+
+
+def test_the_readmes_example_is_a_valid_file(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    example = readme.split("[expected_failures]", 1)[1].split("```", 1)[0]
+    path = tmp_path / "known.toml"
+    path.write_text("[expected_failures]" + example.replace("\n  ", "\n"), encoding="utf-8")
+    loaded = Expectations.load(path, [s.id for s in all_scenarios()], list(active_catalog()))
+    assert loaded.scenarios and loaded.requirements
