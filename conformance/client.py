@@ -432,7 +432,7 @@ class HostClient:
         workspace_root: str | None,
         *,
         mode: Mode | None = None,
-        permission_mode: Mode | None = None,
+        permission_mode: PermissionMode | None = None,
         provider: ProviderConfig | None = None,
         shell_id: str | None = None,
     ) -> SessionResult:
@@ -461,7 +461,7 @@ class HostClient:
         session_id: str,
         *,
         mode: Mode | None = None,
-        permission_mode: Mode | None = None,
+        permission_mode: PermissionMode | None = None,
         provider: ProviderConfig | None = None,
         shell_id: str | Absent | None = ABSENT,
     ) -> SessionResult:
@@ -551,7 +551,7 @@ class HostClient:
         workspace_root: str | None,
         provider: ProviderConfig,
         *,
-        permission_mode: Mode | None = None,
+        permission_mode: PermissionMode | None = None,
         run_at: Timestamp | Absent | None = ABSENT,
         enabled: bool | None = None,
     ) -> TaskResult:
@@ -581,7 +581,7 @@ class HostClient:
         prompt: str | None = None,
         mode: Mode | None = None,
         provider: ProviderConfig | None = None,
-        permission_mode: Mode | None = None,
+        permission_mode: PermissionMode | None = None,
         run_at: Timestamp | Absent | None = ABSENT,
         enabled: bool | None = None,
     ) -> TaskResult:
