@@ -377,10 +377,11 @@ class Storage:
 
     async def recover(self, now: int) -> tuple[int, int, int]:
         """One transaction, before any request is served: interrupt what a previous
-        process left pending, queued, running or active. Nothing is resumed.
+        process left pending, queued, running or active, and fail the scheduled runs it
+        left running. Nothing is resumed.
 
-        Returns the numbers of approvals, executions and turns interrupted. Each UPDATE
-        reaches its rows through a partial index, so the cost follows the active rows.
+        Returns the numbers of approvals, executions and turns interrupted. Those UPDATEs
+        reach their rows through partial indexes, so their cost follows the active rows.
         """
         async with self.transaction() as conn:
             approvals = await conn.execute(
@@ -395,6 +396,14 @@ class Storage:
             turns = await conn.execute(
                 "UPDATE turns SET state = 'interrupted', ended_at = ? WHERE state = 'active'",
                 (now,),
+            )
+            # A scheduled run's turn was just interrupted: the run failed. (The published
+            # schema has no index for this; the run history is small.)
+            await conn.execute(
+                "UPDATE scheduled_task_runs SET outcome = 'failed', "
+                "error_code = 'TURN_INTERRUPTED', "
+                "error_message = 'the host stopped before the run finished' "
+                "WHERE outcome = 'running'"
             )
         return approvals.rowcount, executions.rowcount, turns.rowcount
 
