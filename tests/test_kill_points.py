@@ -1,0 +1,50 @@
+"""The kill-point campaign on a CI budget.
+
+A fixed slice of ten kill points across every phase passes the reference host; the same
+campaign reports an anomaly for every run against hosts broken in the ways a crash shows:
+recovery that leaves executions queued, an approve answered before it commits, a replayed
+execution, an answer before recovery, and a command run again after the restart.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from conformance.killpoints import PHASES, Settings, run_campaign, summary
+
+SERVE = Path(__file__).parent / "hosts" / "serve.py"
+SLICE = Settings(runs=10, seed=20530, background=(0, 1))
+
+BROKEN = [
+    ("recovery-skips-executions", "execution-queued", "still-active"),
+    ("approve-answers-before-commit", "execution-queued", "lost-write"),
+    ("replays-queued-execution", "execution-queued", "replay"),
+    ("answers-before-recovery", "approval-pending", "first-answer"),
+    ("reruns-interrupted-command", "mid-command", "replay"),
+]
+
+
+def test_a_fixed_slice_across_every_phase_finds_no_anomaly() -> None:
+    report = run_campaign(SLICE)
+    assert {run.phase for run in report.results} == set(PHASES)
+    assert not report.anomalous() and not report.errored(), summary(report, "the CI slice")
+
+
+@pytest.mark.parametrize(("variant", "phase", "kind"), BROKEN, ids=[b[0] for b in BROKEN])
+def test_the_campaign_catches_a_host_broken_across_a_crash(
+    variant: str, phase: str, kind: str
+) -> None:
+    settings = Settings(
+        runs=2,
+        seed=53,
+        phases=(phase,),
+        host_cmd=(sys.executable, str(SERVE), variant),
+        background=(0, 0),
+    )
+    report = run_campaign(settings)
+    assert not report.errored(), summary(report, variant)
+    for run in report.results:
+        assert any(a.startswith(f"{kind}:") for a in run.anomalies), (run.variant, run.anomalies)
