@@ -12,6 +12,7 @@ from pi_contract import PROTOCOL_VERSION
 from reference_host import shells
 from reference_host.approvals import Approvals, approval_wire
 from reference_host.clock import Clock, ManualClock
+from reference_host.commands import OUTPUT_CAP_BYTES
 from reference_host.errors import HostError
 from reference_host.ids import new_id
 from reference_host.options import FAULT_POINTS, Faults, HostOptions
@@ -165,6 +166,7 @@ class Host:
             "capabilities": {
                 "conformance": self.options.conformance,
                 "maxFrameBytes": self.options.max_frame_bytes,
+                "maxCommandOutputBytes": OUTPUT_CAP_BYTES,
                 "faultInjection": list(FAULT_POINTS) if self.options.conformance else [],
             },
         }
