@@ -25,12 +25,12 @@ from typing import Any
 
 from reference_host.clock import Clock
 from reference_host.ids import new_id
+from reference_host.options import OUTPUT_CAP_BYTES
 from reference_host.reaper import COMMAND_ENV, adopt_orphans, end_command, reap_orphans
 from reference_host.shells import Shell
 
 CHUNK_BYTES = 4096
 CHUNK_CHARS = 16384
-OUTPUT_CAP_BYTES = 256 * 1024
 DEFAULT_TIMEOUT_MS = 120_000
 TRUNCATION_MARKER = "\n[output truncated by the host]\n"
 OUTPUT_GRACE_S = 1.0
