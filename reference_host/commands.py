@@ -192,6 +192,8 @@ async def run_command(
             on_start=on_start,
         )
     finally:
+        if process.returncode is None:  # cancelled before it was supervised
+            _kill_group(process)
         _COMMANDS.pop(process.pid, None)
         if _spawning == 0:
             reap_orphans(keep=set(_COMMANDS))
@@ -214,7 +216,17 @@ async def _supervise(
     on_start: Callable[[str], Any] | None,
 ) -> CommandResult:
     """Stream the command's output until it ends, then end everything it started."""
-    pipes = [await _read_pipe(fd) for fd in read_ends]
+    pipes: list[tuple[asyncio.StreamReader, asyncio.ReadTransport]] = []
+    try:
+        for fd in read_ends:
+            pipes.append(await _read_pipe(fd))
+    except BaseException:
+        for _reader, transport in pipes:
+            transport.close()
+        for fd in read_ends[len(pipes) :]:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        raise
     notify(
         "command/started",
         {
