@@ -401,11 +401,29 @@ class Explorer(Checks, RuleBasedStateMachine):
 
     def ask_for_plan(self, data: st.DataObject) -> None:
         idle = [s for s in self._sessions() if self.model.busy(s.alias) is None]
-        idle.sort(key=lambda s: s.mode != "plan")
         session = idle[data.draw(st.integers(0, len(idle) - 1), label="session")]
+        lead = ""
+        if session.mode != "plan":
+            # The user goes back to Plan first, as the product's selector lets them.
+            answer = self._call(
+                "session/configure", {"sessionId": session.session_id, "mode": "plan"}
+            )
+            if answer.result is None:
+                refused = f"idle {session.alias} could not switch to Plan mode: {answer.code}"
+                raise broken("state", refused)
+            session.mode = "plan"
+            lead = f"the user switches {session.alias} to Plan mode, "
+        self._submit(session, lead)
+
+    def submit_outside_plan(self, data: st.DataObject) -> None:
+        idle = [
+            s for s in self._sessions() if self.model.busy(s.alias) is None and s.mode == "agent"
+        ]
+        session = idle[data.draw(st.integers(0, len(idle) - 1), label="session")]
+        self._submit(session, "")
+
+    def _submit(self, session: ModelSession, lead: str) -> None:
         title = f"Plan {self._next()}"
-        if self._refused_prompt(session, f'ask {session.alias} for a plan "{title}"'):
-            return
         markdown = f"# {title}\n\n1. Read the code.\n2. Append a line to {LOG_FILE}.\n"
         submit = ScriptedToolCall(
             "SubmitPlan", {"title": title, "markdown": markdown, "question": "Go ahead?"}
@@ -416,8 +434,10 @@ class Explorer(Checks, RuleBasedStateMachine):
         if not in_plan:
             script += (TextReply("Understood."),)
         suffix = "" if in_plan else f" while {session.alias} is in Agent mode"
+        asks = "asks" if not lead else "then asks"
         self.story.add(
-            f'the user asks {session.alias} for a plan and the model submits "{title}"{suffix}'
+            f"{lead or 'the user '}{asks} {session.alias} for a plan and the model submits "
+            f'"{title}"{suffix}'.replace("the user then asks", "the user asks")
         )
         turn_id, since = self._prompt(session, script)
         self._completed(self._finish_turn(turn_id, since, "allow"), f"the turn of {session.alias}")
@@ -512,7 +532,7 @@ class Explorer(Checks, RuleBasedStateMachine):
     def approve(self, data: st.DataObject) -> None:
         approval = self._draw_approval(data, "pending")
         mode = data.draw(st.sampled_from(PERMISSION_MODES), label="permission mode")
-        reply = data.draw(st.sampled_from(("text", "command", "slow")), label="execution")
+        reply = data.draw(st.sampled_from(("text", "slow", "command")), label="execution")
         decision = "allow"
         if reply == "command":
             decision = data.draw(st.sampled_from(("allow", "deny")), label="permission")
@@ -726,6 +746,7 @@ class Explorer(Checks, RuleBasedStateMachine):
 
     def cancel(self, data: st.DataObject) -> None:
         busy = [s for s in self._sessions() if self.model.busy(s.alias)]
+        busy.sort(key=lambda s: s.active_turn is None)  # running turns first
         session = busy[data.draw(st.integers(0, len(busy) - 1), label="session")]
         alias = session.alias
         since = self.rpc.mark()
@@ -830,15 +851,20 @@ def _pending(explorer: Explorer) -> bool:
 # first entries, and so does shrinking, so the plan checkpoint comes first. Names are drawn
 # from a fixed list, so a step keeps its meaning when shrinking removes the steps before it.
 ACTIONS: Final[tuple[tuple[str, int, Callable[[Explorer], bool]], ...]] = (
-    ("approve", 6, _pending),
-    ("ask_for_plan", 5, _idle),
+    ("approve", 10, _pending),
+    ("ask_for_plan", 6, _idle),
+    (
+        "submit_outside_plan",
+        1,
+        lambda e: any(e.model.busy(s.alias) is None and s.mode == "agent" for s in e._sessions()),
+    ),
     ("prompt", 3, lambda e: True),
     ("reject", 2, _pending),
     ("clock_near_deadline", 2, _pending),
     ("time_passes", 2, _pending),
     ("restart", 3, lambda e: e.changed_since_restart),
     ("model_finishes", 2, lambda e: any(s.active_turn for s in e.model.sessions.values())),
-    ("cancel", 2, _busy),
+    ("cancel", 3, _busy),
     ("configure", 2, lambda e: True),
     ("decide_again", 1, _decided),
     ("reopen", 1, lambda e: bool(e.model.approvals)),
