@@ -12,10 +12,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from conformance.commands import explore, listing, merge, run
+from conformance.commands import explore, fuzz, listing, merge, run
 from conformance.commands.common import EXIT_USAGE, UsageProblem
 
-_COMMANDS = (run, merge, listing, explore)
+_COMMANDS = (run, merge, listing, explore, fuzz)
 
 
 def parser() -> argparse.ArgumentParser:
