@@ -760,6 +760,13 @@ class Explorer(Checks, RuleBasedStateMachine):
             self.story.add(f"the user cancels {alias}, whose approved plan waits in the queue")
             if answer.result is None or answer.result["turnId"] is not None:
                 raise broken("state", f"cancelling {alias} without a turn answered {answer}")
+            queued = self.model.executing(alias)
+            if queued is not None:
+                # Cancel concerns turns; a host may also interrupt the queued execution.
+                params = {"sessionId": session.session_id, "approvalId": queued.approval_id}
+                wire = self.rpc.request("approval/get", params)["approval"]
+                if wire["executionState"] == "interrupted":
+                    queued.execution_state = "interrupted"
             return
         self.story.add(f"the user cancels the running turn of {alias}")
         if answer.result is None or answer.result["turnId"] != active:
