@@ -194,10 +194,12 @@ class Explorer(Checks, RuleBasedStateMachine):
         self.changed_since_restart = False
         try:
             self._start()
-        except HostStoppedError as stopped:
-            failure = broken("alive", f"the host did not start: {stopped}{_stderr_tail(self.host)}")
+        except (HostStoppedError, TimeoutError, RpcError) as problem:
+            failure = _as_failure(problem, self.host)
+            failure = broken(failure.key, f"the host did not start: {failure.detail}")
             context.record(self.story, failure)
-            raise failure from stopped
+            self.teardown()  # hypothesis tears down only machines it could build
+            raise failure from problem
 
     # -- hypothesis' entry points ---------------------------------------------------------
 
