@@ -38,8 +38,10 @@ from conformance.mock_provider import MockProvider, ScriptedToolCall, TextReply,
 
 CLOCK_METHODS: Final = ("conformance/clock/set", "conformance/clock/advance")
 POOL_LIMIT: Final = 16
+FORGET_EVERY: Final = 500  # requests after which the provider's recorded requests are dropped
 PROBE_EVERY: Final = 10  # valid requests between two liveness probes
 REDUCE_ATTEMPTS: Final = 24
+FALLBACK: Final = TextReply("Fine.")
 
 
 @dataclass(frozen=True)
@@ -241,6 +243,11 @@ class Target:
             client.close()
         self.provider.release_stalls()
 
+    def forget_provider_requests(self) -> None:
+        """The fuzzer never reads them back; a long campaign would keep every prompt."""
+        self.provider.reset()
+        self.provider.set_fallback(FALLBACK)
+
     def replace(self) -> None:
         """A dead or hung host gives way to a fresh one."""
         self.stop()
@@ -297,6 +304,8 @@ class Fuzzer:
     def run_case(self, case: Case) -> None:
         """Send one request and judge its answer and the host's health after it."""
         target, report = self.target, self.report
+        if report.requests % FORGET_EVERY == FORGET_EVERY - 1:
+            target.forget_provider_requests()
         line = case.line(target.request_id())
         allowed = expected(case, len(line), target.max_frame_bytes)
         report.requests += 1
@@ -468,7 +477,7 @@ def fuzz(driver: HostDriver, settings: FuzzSettings) -> FuzzReport:
     started = time.monotonic()
     report = FuzzReport()
     with MockProvider() as provider, tempfile.TemporaryDirectory(prefix="pi-fuzz-") as tmp:
-        provider.set_fallback(TextReply("Fine."))  # any turn the fuzzing starts just ends
+        provider.set_fallback(FALLBACK)  # any turn the fuzzing starts just ends
         target = Target(driver, provider, Path(tmp), settings.timeout)
         target.start()
         fuzzer = Fuzzer(target, report, settings.timeout)
