@@ -78,8 +78,8 @@ def add_parsers(commands: Any) -> None:
     parser.add_argument(
         "--timeout",
         type=positive_seconds,
-        default=5.0,
-        help="longest wait for one host reaction, in seconds (default 5)",
+        default=10.0,
+        help="longest wait for one host reaction, in seconds (default 10)",
     )
     parser.add_argument(
         "--max-time",

@@ -28,7 +28,7 @@ class ExploreSettings:
     examples: int = 10
     steps: int = 20
     seed: int | None = None  # None: hypothesis' derandomised, repeatable search
-    timeout: float = 5.0  # longest wait for one host reaction, in seconds
+    timeout: float = 10.0  # longest wait for one host reaction, in seconds
     shrink: bool = True
     max_time: float | None = None  # seconds after which no new sequence is started
 

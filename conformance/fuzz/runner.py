@@ -51,7 +51,7 @@ class FuzzSettings:
     examples: int = 200  # schema-driven requests
     frames: int = 100  # byte-level garbage lines
     seed: int | None = None  # None: hypothesis' derandomised, repeatable search
-    timeout: float = 5.0  # longest wait for one answer, in seconds
+    timeout: float = 10.0  # longest wait for one answer, in seconds
     reduce: bool = True  # shorten each finding's frame before reporting it
 
 
