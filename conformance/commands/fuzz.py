@@ -129,5 +129,6 @@ def render_findings(report: FuzzReport) -> str:
             f"finding {number}: {finding.category} on {finding.method} ({finding.kind}), "
             f"seen {finding.count}x\n  expected: {finding.expected}\n  got: {finding.got}\n"
             f"  reproduce, after initialize:\n{reproducer}"
+            + (f"\n  the host's log ended: {finding.log}" if finding.log else "")
         )
     return "\n\n".join(blocks)

@@ -69,6 +69,7 @@ class Finding:
     before: tuple[bytes, ...] = ()  # frames sent just before that the finding needs
     count: int = 1
     allowed: Expected | None = field(default=None, compare=False, repr=False)
+    log: str = ""  # the end of the host's log when it happened
 
     @property
     def signature(self) -> tuple[str, str, str, str]:
@@ -89,6 +90,7 @@ class Finding:
             "got": self.got,
             "count": self.count,
             "reproducer": self.reproducer(),
+            "log": self.log,
         }
 
 
@@ -243,6 +245,11 @@ class Target:
             client.close()
         self.provider.release_stalls()
 
+    def log_tail(self, lines: int = 3) -> str:
+        """The last lines of the host's log (stderr), which often name the cause."""
+        text = self.host.stderr_text() if self.host is not None else ""
+        return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:])
+
     def forget_provider_requests(self) -> None:
         """The fuzzer never reads them back; a long campaign would keep every prompt."""
         self.provider.reset()
@@ -321,11 +328,13 @@ class Fuzzer:
         """The finding ``case`` makes, if any (the host is replaced when it went away)."""
         target = self.target
 
-        def found(category: str, got: str) -> Finding:
+        def found(category: str, got: str, log: str = "") -> Finding:
             self.outcome = category
-            return Finding(
+            finding = Finding(
                 category, case.method, case.kind, allowed.describe(), got, line, (), 1, allowed
             )
+            finding.log = log or target.log_tail()
+            return finding
 
         try:
             before = target.send(line)
@@ -345,12 +354,14 @@ class Fuzzer:
             self._maybe_probe(case)
         except HostStoppedError as stopped:
             self.report.deaths += 1
+            log = target.log_tail()
             target.replace()
-            return found("died", f"died: {stopped}")
+            return found("died", f"died: {stopped}", log)
         except TimeoutError:
             self.report.hangs += 1
+            log = target.log_tail()
             target.replace()
-            return found("hung", "hung: no answer to the follow-up request")
+            return found("hung", "hung: no answer to the follow-up request", log)
         return None
 
     def _judge_answer(
@@ -394,17 +405,17 @@ class Fuzzer:
             target.rpc.request("session/create", {"workspaceRoot": workspace})
         except RpcError as refused:
             if refused.canonical == "INTERNAL_ERROR":
-                self.report.add(
-                    Finding(
-                        "internal-error",
-                        "session/create",
-                        f"after {case.method}",
-                        "a result",
-                        "INTERNAL_ERROR",
-                        follow,
-                        (line,),
-                    )
+                finding = Finding(
+                    "internal-error",
+                    "session/create",
+                    f"after {case.method}",
+                    "a result",
+                    "INTERNAL_ERROR",
+                    follow,
+                    (line,),
                 )
+                finding.log = target.log_tail()
+                self.report.add(finding)
         # A host that refuses to go back keeps its clock; the run goes on.
         with contextlib.suppress(RpcError):
             target.rpc.request("conformance/clock/set", {"now": target.clock})
@@ -439,15 +450,15 @@ class Fuzzer:
             target.probe()
             wanted = 1 if needs in ("error", "request") else 0
             answers = target.answers_since(before, wanted, self.timeout if wanted else 0.0)
-        except HostStoppedError as stopped:
-            report.deaths += 1
+        except (HostStoppedError, TimeoutError) as problem:
+            died = isinstance(problem, HostStoppedError)
+            report.deaths += died
+            report.hangs += not died
+            category = "died" if died else "hung"
+            lost = Finding(category, "(garbage)", kind, "an error", f"{category}: {problem}", line)
+            lost.log = target.log_tail()
             target.replace()
-            report.add(Finding("died", "(garbage)", kind, "an error", f"died: {stopped}", line))
-            return
-        except TimeoutError:
-            report.hangs += 1
-            target.replace()
-            report.add(Finding("hung", "(garbage)", kind, "an error", "hung", line))
+            report.add(lost)
             return
         report.answers += len(answers)
         finding = self._judge_garbage(kind, line, needs, answers)
