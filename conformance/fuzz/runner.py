@@ -10,6 +10,7 @@ dies or hangs is recorded and replaced by a fresh one, and the fuzzing goes on.
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 import tempfile
 import time
@@ -42,6 +43,7 @@ FORGET_EVERY: Final = 500  # requests after which the provider's recorded reques
 PROBE_EVERY: Final = 10  # valid requests between two liveness probes
 REDUCE_ATTEMPTS: Final = 24
 FALLBACK: Final = TextReply("Fine.")
+_EXCEPTION: Final = re.compile(r"\b\w*(Error|Exception)\b[:(]")
 
 
 @dataclass(frozen=True)
@@ -245,10 +247,15 @@ class Target:
             client.close()
         self.provider.release_stalls()
 
-    def log_tail(self, lines: int = 3) -> str:
-        """The last lines of the host's log (stderr), which often name the cause."""
+    def log_tail(self, lines: int = 2) -> str:
+        """The host's last logged exception and last log lines, which often name the cause."""
         text = self.host.stderr_text() if self.host is not None else ""
-        return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:])
+        kept = [line.strip() for line in text.strip().splitlines() if line.strip()]
+        causes = [line for line in kept if _EXCEPTION.search(line)]
+        tail = kept[-lines:]
+        if causes and causes[-1] not in tail:
+            tail = [causes[-1], *tail]
+        return " | ".join(tail)
 
     def forget_provider_requests(self) -> None:
         """The fuzzer never reads them back; a long campaign would keep every prompt."""
@@ -350,6 +357,10 @@ class Fuzzer:
             if case.method in CLOCK_METHODS:
                 self._after_clock_move(case, line)
             if problem is not None:
+                # The follow-up request proves the host still serves, and by its answer the
+                # host's log about the failure has usually been read too.
+                self.report.probes += 1
+                target.probe()
                 return found(*problem)
             self._maybe_probe(case)
         except HostStoppedError as stopped:
