@@ -13,10 +13,10 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from conformance.commands import compare, listing, merge, run
+from conformance.commands import compare, explore, fuzz, listing, merge, run
 from conformance.commands.common import EXIT_USAGE, UsageProblem
 
-_COMMANDS = (run, merge, compare, listing)
+_COMMANDS = (run, merge, compare, listing, explore, fuzz)
 
 
 class _Parser(argparse.ArgumentParser):
