@@ -498,7 +498,7 @@ def _out_of_range(world: World) -> dict[str, tuple[str, dict[str, Any]]]:
             "session/configure",
             {
                 "sessionId": _session_ref(world),
-                "provider": {"baseUrl": port_url, "model": "m" * 100_000},
+                "provider": {"baseUrl": port_url, "model": "m" * 5_000},
             },
         ),
         "a prompt holding half of a surrogate pair": (
