@@ -90,8 +90,7 @@ Feature: One active turn, configuration only while idle
     @R5.6
     Scenario: Changing the configuration while an approved plan waits to run is refused
       Given a plan titled "Waiting" is awaiting approval
-      And the approved plan will wait in the queue
-      And the user approved the plan with permission mode ask
+      And the plan was approved and waits to start
       When the user tries to change the permission mode
       Then the request is refused with SESSION_BUSY
       And the session's configuration is unchanged

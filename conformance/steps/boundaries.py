@@ -206,10 +206,21 @@ def plan_still_pending(world: World) -> None:
 # -- executions ---------------------------------------------------------------------------
 
 
-@given("the approved plan will wait in the queue")
-def hold_execution(world: World) -> None:
+@given("the plan was approved and waits to start")
+def approved_and_waiting(world: World) -> None:
     require_fault_point(world, "holdExecution")
     world.rpc.request("conformance/fault/arm", {"fault": "holdExecution"})
+    approval = need(world.plan.approval, "approval")
+    world.cursors.approve = world.mark()
+    world.cursors.provider_approve = len(world.provider.requests())
+    world.rpc.request(
+        "approval/approve",
+        {
+            "sessionId": session_id(world),
+            "approvalId": approval["approvalId"],
+            "permissionMode": "ask",
+        },
+    )
 
 
 @then("the approved plan is still being carried out")
