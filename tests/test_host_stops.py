@@ -32,6 +32,7 @@ def test_a_host_that_exits_is_reported_as_stopped(
         failure = scenario["failure"]
         assert failure["kind"] == "host-stopped", failure
         assert failure["message"].startswith(f"the host exited with status {status}"), failure
+        assert failure["message"].count(f"status {status}") == 1, failure["message"]
         assert failure["host_exit"]["status"] == status, failure
         assert failure["blamed"] == [], failure
         assert failure["transcript"], "the failure record carries no wire transcript"
