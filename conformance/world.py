@@ -127,7 +127,34 @@ class Arrangement:
     workspace_before: dict[str, str] = field(default_factory=dict)
     outside: Path | None = None
     other_project: Path | None = None
+    other_secret: str | None = None  # text only the other project's file holds
+    other_project_before: dict[str, str] = field(default_factory=dict)
     earlier_artifacts: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class WireExchange:
+    """Raw lines the scenario wrote and what the host answered to them."""
+
+    unmatched_mark: int = 0  # answers to raw lines are the unmatched responses from here on
+    sent: list[Any] = field(default_factory=list)  # the ids of the raw requests, in order
+    answers: list[dict[str, Any]] = field(default_factory=list)
+    refusal: dict[str, Any] | None = None  # the JSON-RPC error object of the last refusal
+    held_before: dict[str, Any] | None = None  # what the host held before a refused request
+
+
+@dataclass
+class SessionsState:
+    """Sessions and turns as the harness made them, for checks that must not trust the
+    host's own account (which session a turn belongs to, what a session looked like)."""
+
+    turn_owner: dict[str, str] = field(default_factory=dict)  # turn id -> session id prompted
+    turn_of: dict[str, str] = field(default_factory=dict)  # session alias -> its last turn id
+    configuration_before: dict[str, Any] | None = None  # session/get before a refused change
+    stored_before: dict[str, Any] | None = None  # its sessions row at the same moment
+    changed_to: dict[str, Any] = field(default_factory=dict)  # the last accepted change
+    first_exchange: tuple[str, str] | None = None  # (user text, model answer)
+    provider_mark: int = 0  # provider requests from the last prompt the steps sent
 
 
 @dataclass
@@ -158,6 +185,8 @@ class World:
     seeded: SeededDatabase = field(default_factory=SeededDatabase)
     arranged: Arrangement = field(default_factory=Arrangement)
     tasks: TaskState = field(default_factory=TaskState)
+    wire: WireExchange = field(default_factory=WireExchange)
+    boundary: SessionsState = field(default_factory=SessionsState)
     active_turn: str | None = None
     last_turn_end: dict[str, Any] | None = None
     raw_frames_sent: int = 0

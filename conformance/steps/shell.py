@@ -10,7 +10,7 @@ from typing import Any
 
 from pytest_bdd import given, parsers, then, when
 
-from conformance.mock_provider import ScriptedToolCall, ToolCallsReply
+from conformance.mock_provider import ScriptedToolCall, TextReply, ToolCallsReply
 from conformance.steps.sessions import session_id
 from conformance.world import World
 
@@ -62,7 +62,8 @@ def session_shell(world: World, shell: str) -> None:
 @given(parsers.parse('the model will run the command "{command}" with a timeout of {ms:d} ms'))
 def model_runs_with_timeout(world: World, command: str, ms: int) -> None:
     world.provider.enqueue(
-        ToolCallsReply((ScriptedToolCall("Bash", {"command": command, "timeout_ms": ms}),))
+        ToolCallsReply((ScriptedToolCall("Bash", {"command": command, "timeout_ms": ms}),)),
+        TextReply("The command took too long."),  # the answer to the timed-out result
     )
 
 
