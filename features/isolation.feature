@@ -12,6 +12,7 @@ Feature: Sessions are isolated from each other
     @R5.8
     Scenario: Reading another project's file is refused
       Given the model will read "secret.txt" from the other project
+      And the model will answer "I cannot read it."
       When the user sends a prompt
       Then the Read call was refused with PATH_OUTSIDE_WORKSPACE
 
