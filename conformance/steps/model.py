@@ -14,6 +14,7 @@ from typing import Any
 from pytest_bdd import given, parsers
 
 from conformance.mock_provider import ScriptedToolCall, TextReply, ToolCallsReply
+from conformance.steps.requests import request
 from conformance.world import ScriptedCall, SubmittedPlan, World, need
 
 DEFAULT_QUESTION = "Shall I go ahead?"
@@ -144,9 +145,9 @@ def model_calls_on_path(world: World, tool: str, path: str) -> None:
 
 @given(parsers.re(r"the model will try to (?P<tool>write|edit) the plan artifact"))
 def model_tampers(world: World, tool: str) -> None:
-    approvals = world.rpc.request(
-        "approval/list", {"sessionId": world.sessions["main"]["sessionId"]}
-    )["approvals"]
+    approvals = request(world, "approval/list", {"sessionId": world.sessions["main"]["sessionId"]})[
+        "approvals"
+    ]
     assert approvals, "no plan artifact exists yet"
     path = approvals[-1]["artifact"]["path"]
     name = tool.capitalize()

@@ -21,6 +21,7 @@ from conformance.capabilities import Unverified, require_fault_point
 from conformance.messages import message_text
 from conformance.mock_provider import TextReply
 from conformance.steps.model import default_markdown, script_plan
+from conformance.steps.requests import request
 from conformance.steps.sessions import MODES, _create, read_session, session_id
 from conformance.world import World, need
 from pi_contract import error_catalog
@@ -122,7 +123,7 @@ def project_deleted(world: World) -> None:
 def arm_fault(world: World, action: str) -> None:
     fault = {"writing": "artifactWrite", "flushing": "artifactFlush"}[action]
     require_fault_point(world, fault)
-    world.rpc.request("conformance/fault/arm", {"fault": fault})
+    request(world, "conformance/fault/arm", {"fault": fault})
 
 
 _IMMUTABLE_FLAG = 0x00000010  # FS_IMMUTABLE_FL
@@ -211,7 +212,7 @@ def run_prompt(world: World, text: str) -> dict[str, Any]:
     world.arranged.neighbours = sorted(p.name for p in world.workspace.parent.iterdir())
     world.cursors.turn = world.mark()
     world.cursors.provider_turn = len(world.provider.requests())
-    turn_id = world.rpc.request("session/prompt", {"sessionId": session_id(world), "text": text})[
+    turn_id = request(world, "session/prompt", {"sessionId": session_id(world), "text": text})[
         "turnId"
     ]
     world.active_turn = turn_id
@@ -255,7 +256,7 @@ def earlier_conversation(world: World) -> None:
 
 def latest_approval(world: World) -> dict[str, Any]:
     """The newest approval of the main session, as the host reports it now."""
-    approvals = world.rpc.request("approval/list", {"sessionId": session_id(world)})["approvals"]
+    approvals = request(world, "approval/list", {"sessionId": session_id(world)})["approvals"]
     assert approvals, "the host lists no approval for the session"
     latest: dict[str, Any] = approvals[-1]
     return latest
@@ -285,7 +286,8 @@ def plan_submitted_and_rejected(world: World, title: str) -> None:
 
 @given(parsers.parse("the session was switched to {mode} mode with permission mode {permission}"))
 def switch_mode_and_permission(world: World, mode: str, permission: str) -> None:
-    world.rpc.request(
+    request(
+        world,
         "session/configure",
         {"sessionId": session_id(world), "mode": MODES[mode], "permissionMode": permission},
     )
@@ -342,7 +344,7 @@ def check_refusal(result: dict[str, Any], tool: str, code: str) -> None:
     """A refused or failed call: the code (blamed on the scenario) and the catalog's
     status for that code (P9)."""
     found = (result.get("error") or {}).get("code")
-    assert result["status"] != "ok", f"the {tool} call ran: {result}"
+    assert result["status"] != "ok", f"the {tool} call ran, expected {code}: {result}"
     assert found == code, f"the {tool} call was stopped with {found}, expected {code}"
     expected = catalog_status(code)
     with blame("P9"):
@@ -358,9 +360,9 @@ def offered_exactly(world: World, names: str) -> None:
     expected = sorted(name.strip() for name in names.replace(" and ", ", ").split(","))
     requests = world.provider.requests()[world.cursors.provider_turn :]
     assert requests, "the host made no request to the model provider"
-    for number, request in enumerate(requests, start=1):
-        assert sorted(request.tool_names) == expected, (
-            f"the host offered {sorted(request.tool_names)} in request {number} of the turn, "
+    for number, sent in enumerate(requests, start=1):
+        assert sorted(sent.tool_names) == expected, (
+            f"the host offered {sorted(sent.tool_names)} in request {number} of the turn, "
             f"expected {expected}"
         )
 
@@ -370,8 +372,8 @@ def offered_exactly(world: World, names: str) -> None:
 def not_offered(world: World, tool: str) -> None:
     requests = world.provider.requests()
     assert requests, "the host made no request to the model provider"
-    for request in requests:
-        assert tool not in request.tool_names, f"{tool} was offered: {request.tool_names}"
+    for sent in requests:
+        assert tool not in sent.tool_names, f"{tool} was offered: {sent.tool_names}"
 
 
 @then(parsers.re(r"the (?P<tool>\w+) call was refused with (?P<code>[A-Z_]+)"))
@@ -422,7 +424,7 @@ def _approval_notifications(world: World) -> list[dict[str, Any]]:
 
 @then("no approval exists")
 def no_approval(world: World) -> None:
-    listed = world.rpc.request("approval/list", {"sessionId": session_id(world)})["approvals"]
+    listed = request(world, "approval/list", {"sessionId": session_id(world)})["approvals"]
     assert listed == [], f"the host lists approvals: {listed}"
     rows = world.storage().rows("plan_approvals")
     assert rows == [], f"plan_approvals holds {rows}"
@@ -480,12 +482,14 @@ def check_recorded(world: World, approval: dict[str, Any], markdown: str) -> Non
         assert artifact["byteSize"] == len(content), (
             f"the host reports {artifact['byteSize']} bytes, the file has {len(content)}"
         )
-        for announced in _approval_notifications(world):
-            if announced["approvalId"] == approval["approvalId"]:
-                assert announced["artifact"] == artifact, (
-                    f"the host announced the artifact as {announced['artifact']}, "
-                    f"it lists it as {artifact}"
-                )
+        announced = [
+            a for a in _approval_notifications(world) if a["approvalId"] == approval["approvalId"]
+        ]
+        if announced:
+            assert announced[-1]["artifact"] == artifact, (
+                f"the host announced the artifact as {announced[-1]['artifact']}, "
+                f"it lists it as {artifact}"
+            )
     submitted = markdown.encode("utf-8")
     if content != submitted:
         _blame_content(content, submitted)
@@ -584,7 +588,7 @@ def earlier_unchanged(world: World) -> None:
 
 @then("each submission has its own artifact")
 def own_artifacts(world: World) -> None:
-    approvals = world.rpc.request("approval/list", {"sessionId": session_id(world)})["approvals"]
+    approvals = request(world, "approval/list", {"sessionId": session_id(world)})["approvals"]
     paths = [a["artifact"]["path"] for a in approvals]
     with blame("R2.4"):
         assert len(approvals) == len(world.plan.submitted), (

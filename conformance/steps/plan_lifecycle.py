@@ -24,6 +24,7 @@ from conformance.steps.plan import (
     run_prompt,
     snapshot,
 )
+from conformance.steps.requests import request
 from conformance.steps.sessions import read_session, session_id
 from conformance.world import World, need
 
@@ -31,8 +32,8 @@ APPROVAL_TTL_MS = 30 * 60 * 1000
 
 
 def _approvals(world: World) -> list[dict[str, Any]]:
-    listed: list[dict[str, Any]] = world.rpc.request(
-        "approval/list", {"sessionId": session_id(world)}
+    listed: list[dict[str, Any]] = request(
+        world, "approval/list", {"sessionId": session_id(world)}
     )["approvals"]
     return listed
 
@@ -62,7 +63,7 @@ def approval_pending(world: World, title: str) -> None:
         f"the approval names turn {approval['turnId']}, the plan was submitted in turn "
         f"{world.active_turn}"
     )
-    fetched = world.rpc.request("approval/get", _ref(world, approval))["approval"]
+    fetched = request(world, "approval/get", _ref(world, approval))["approval"]
     assert fetched == approval, f"approval/get shows {fetched}, approval/list {approval}"
     session = read_session(world)
     assert session["pendingApprovalId"] == approval["approvalId"], session
@@ -124,8 +125,8 @@ def time_runs_out(world: World) -> None:
     approval = latest_approval(world)
     world.cursors.decision = world.mark()
     world.cursors.provider_decision = len(world.provider.requests())
-    now = world.rpc.request("conformance/clock/get", {})["now"]
-    world.rpc.request("conformance/clock/advance", {"ms": approval["expiresAt"] - now})
+    now = request(world, "conformance/clock/get", {})["now"]
+    request(world, "conformance/clock/advance", {"ms": approval["expiresAt"] - now})
     world.wait_for(
         "approval/updated",
         lambda p: (
@@ -142,7 +143,7 @@ def approved_and_carried_out(world: World) -> None:
     world.provider.enqueue(TextReply("The plan is carried out."))
     world.cursors.approve = world.mark()
     world.cursors.provider_approve = len(world.provider.requests())
-    world.rpc.request("approval/approve", {**_ref(world, approval), "permissionMode": "auto"})
+    request(world, "approval/approve", {**_ref(world, approval), "permissionMode": "auto"})
     world.wait_for(
         "execution/updated",
         lambda p: p["approvalId"] == approval["approvalId"] and p["executionState"] == "completed",
@@ -173,6 +174,11 @@ def first_plan_kept(world: World, status: str) -> None:
     assert first["title"] == submitted.title, f"the first approval became {first['title']!r}"
     assert first["status"] == status, f"the first approval is {first['status']}, not {status}"
     assert _row(world, first["approvalId"])["status"] == status, "its stored status changed"
+    with blame("C7"):
+        revised = approvals[-1]["artifact"]["path"]
+        assert revised != first["artifact"]["path"], (
+            f"the revision was written into the earlier plan's file {revised}"
+        )
     with blame("R2.5"):
         content = artifact_file(world, first).read_bytes()
         assert content == submitted.markdown.encode("utf-8"), "the first artifact was changed"
@@ -205,7 +211,7 @@ def artifact_kept(world: World) -> None:
         content = path.read_bytes()
         assert content == submitted, f"the artifact now holds {content[:80]!r}"
         assert hashlib.sha256(content).hexdigest() == approval["artifact"]["sha256"]
-    opened = world.rpc.request("artifact/read", _ref(world, approval))
+    opened = request(world, "artifact/read", _ref(world, approval))
     with blame("R3.2"):
         assert base64.b64decode(opened["contentBase64"]) == submitted, "opening it differs"
 
@@ -318,7 +324,9 @@ def still_pending(world: World) -> None:
     assert session["mode"] == "plan", f"the session moved to {session['mode']}"
     assert session["permissionMode"] == created["permissionMode"], session
     assert session["pendingApprovalId"] == approval["approvalId"], session
-    assert session["activeExecutionId"] is None and session["activeTurnId"] is None, session
+    assert session["activeExecutionId"] is None and session["activeTurnId"] is None, (
+        f"the session still shows an active turn or execution: {session}"
+    )
     stored = world.storage().rows("sessions", "id = ?", (session_id(world),))[0]
     assert stored["mode"] == "plan", f"the stored session is in {stored['mode']} mode"
     assert stored["permission_mode"] == created["permissionMode"], stored
