@@ -154,6 +154,7 @@ class ModelScript:
 
     calls: list[ScriptedCall] = field(default_factory=list)
     earlier_conversation: list[str] = field(default_factory=list)  # texts of earlier turns
+    last_batch: list[ScriptedCall] = field(default_factory=list)  # calls of one message
 
     def call_id(self, tool: str) -> str:
         """The id of the last scripted call of ``tool``."""

@@ -72,6 +72,8 @@ def script_calls(
     """One assistant message making ``calls``, then (unless ``answer`` is None) the answer
     the model gives once it has their results."""
     world.provider.enqueue(ToolCallsReply(calls))
+    tracked = {c.call_id: c for c in world.script.calls}
+    world.script.last_batch = [tracked[c.call_id] for c in calls if c.call_id in tracked]
     if answer is not None:
         world.provider.enqueue(TextReply(answer))
 

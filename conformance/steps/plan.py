@@ -390,13 +390,13 @@ def call_refused(world: World, tool: str, code: str) -> None:
 @then(parsers.parse("every call of that message was refused with {code}"))
 def whole_batch_refused(world: World, code: str) -> None:
     since = world.cursors.turn
-    calls = [n["params"] for n in world.notifications("turn/toolCall", since)]
-    assert len(calls) >= 2, f"expected the host to announce each call of the batch: {calls}"
+    batch = world.script.last_batch
+    assert len(batch) >= 2, "the scenario scripted no batch of several calls"
     asked = world.notifications("permission/requested", since)
     assert not asked, f"a call of the refused batch asked for permission: {asked}"
-    for call in calls:
-        result = check_one_result(world, call["toolCallId"], call["tool"])
-        check_refusal(result, call["tool"], code)
+    for call in batch:
+        result = check_one_result(world, call.call_id, call.tool)
+        check_refusal(result, call.tool, code)
 
 
 @then("nothing in the project changed")

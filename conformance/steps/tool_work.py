@@ -148,14 +148,17 @@ def _check_reset(world: World, request: RecordedRequest, when: str) -> None:
 @verifies("P9")
 def one_result_each(world: World, outcomes: str) -> None:
     expected = [o.strip() for o in outcomes.replace(" and ", ", ").split(",")]
-    calls = [n["params"] for n in world.notifications("turn/toolCall", world.cursors.turn)]
-    assert len(calls) == len(expected), f"the host announced {len(calls)} calls: {calls}"
-    for call, outcome in zip(calls, expected, strict=True):
-        result = check_one_result(world, call["toolCallId"], call["tool"])
+    batch = world.script.last_batch
+    assert len(batch) == len(expected), f"the scenario scripted {len(batch)} calls"
+    announced = [n["params"] for n in world.notifications("turn/toolCall", world.cursors.turn)]
+    for call, outcome in zip(batch, expected, strict=True):
+        calls = [a for a in announced if a["toolCallId"] == call.call_id]
+        assert len(calls) == 1, f"the {call.tool} call was announced {len(calls)} times"
+        result = check_one_result(world, call.call_id, call.tool)
         if outcome == "ok":
-            assert result["status"] == "ok", f"the {call['tool']} call failed: {result}"
+            assert result["status"] == "ok", f"the {call.tool} call failed: {result}"
         else:
-            check_refusal(result, call["tool"], outcome)
+            check_refusal(result, call.tool, outcome)
     ended = need(world.last_turn_end, "finished turn")
     assert ended["outcome"] == "completed", f"the turn ended {ended}"
 
