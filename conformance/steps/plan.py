@@ -385,6 +385,21 @@ def call_refused(world: World, tool: str, code: str) -> None:
         call_id = str(results[-1]["toolCallId"])
     result = check_one_result(world, call_id, tool)
     check_refusal(result, tool, code)
+    check_turn_went_on(world, result)
+
+
+def check_turn_went_on(world: World, result: dict[str, Any]) -> None:
+    """A refused or failed call does not end its turn: the model gets the result and the
+    turn completes (P9), as reported and as stored."""
+    ended = world.last_turn_end
+    if ended is None or ended["turnId"] != result["turnId"]:
+        return
+    rows = world.storage().rows("turns", "id = ?", (ended["turnId"],))
+    with blame("P9"):
+        assert ended["outcome"] == "completed", (
+            f"the turn ended {ended['outcome']} ({ended['error']}) after a refused call"
+        )
+        assert rows and rows[0]["state"] == "completed", f"the turn is stored as {rows}"
 
 
 @then(parsers.parse("every call of that message was refused with {code}"))
@@ -397,6 +412,7 @@ def whole_batch_refused(world: World, code: str) -> None:
     for call in batch:
         result = check_one_result(world, call.call_id, call.tool)
         check_refusal(result, call.tool, code)
+        check_turn_went_on(world, result)
 
 
 @then("nothing in the project changed")

@@ -180,6 +180,20 @@ def _no_result_for_unknown_tools() -> None:
     patch(turns.TurnRunner, "_announce_results", announce)
 
 
+@variant("a-refusal-ends-the-turn")
+def _a_refusal_ends_the_turn() -> None:
+    original = turns.TurnRunner._run_batch
+
+    async def run_batch(self: turns.TurnRunner, *args: Any) -> list[turns.CallOutcome]:
+        outcomes = await original(self, *args)
+        for outcome in outcomes:
+            if outcome.status == "denied" and outcome.error is not None:
+                raise outcome.error
+        return outcomes
+
+    patch(turns.TurnRunner, "_run_batch", run_batch)
+
+
 # -- the plan tools at work (P10) ---------------------------------------------------------
 
 
@@ -996,6 +1010,13 @@ CASES = [
         "refused_as_an_unknown_tool",
         "P9",
         "the catalog's toolResultStatus",
+    ),
+    BrokenCase(
+        "a-refusal-ends-the-turn",
+        PT,
+        "while_planning_is_refused and Write",
+        "P9",
+        "after a refused call",
     ),
     BrokenCase("announces-results-twice", PT, "gets_exactly_one_result", "P9", "results for one"),
     BrokenCase(
