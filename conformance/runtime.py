@@ -41,6 +41,8 @@ STEP_MODULES = (
     "conformance.steps.sessions",
     "conformance.steps.model",
     "conformance.steps.plan",
+    "conformance.steps.plan_lifecycle",
+    "conformance.steps.tool_work",
     "conformance.steps.approval",
     "conformance.steps.boundaries",
     "conformance.steps.restart",

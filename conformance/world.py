@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from conformance.client import HarnessError, HostClient, Predicate, RpcError
 from conformance.connection import WireRecord
@@ -21,6 +21,9 @@ from conformance.contract import Violation
 from conformance.drivers import ExitInfo, HostDriver, RunningHost
 from conformance.mock_provider import MockProvider
 from conformance.storage_inspector import StorageInspector
+
+if TYPE_CHECKING:
+    from conformance.loopback_page import LocalPage
 
 T = TypeVar("T")
 
@@ -78,6 +81,8 @@ class Cursors:
     provider_approve: int = 0  # provider requests, from the last approve
     provider_restart: int = 0  # provider requests, from the last restart
     restart: int = 0  # notifications, from the last restart
+    decision: int = 0  # notifications, from the last reject or expiry of a plan
+    provider_decision: int = 0  # provider requests, from the last reject or expiry of a plan
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,7 @@ class PlanState:
     reloaded: dict[str, Any] | None = None  # the approval a reloaded client read
     concurrent_responses: list[dict[str, Any]] = field(default_factory=list)
     permission_request: dict[str, Any] | None = None
+    read_outcome: Outcome | None = None  # the last attempt to open the artifact
 
 
 @dataclass
@@ -125,11 +131,59 @@ class Arrangement:
     """Files and folders the scenario arranged on disk."""
 
     workspace_before: dict[str, str] = field(default_factory=dict)
+    neighbours: list[str] = field(default_factory=list)  # names next to the project folder
     outside: Path | None = None
     other_project: Path | None = None
     other_secret: str | None = None  # text only the other project's file holds
     other_project_before: dict[str, str] = field(default_factory=dict)
     earlier_artifacts: dict[str, str] = field(default_factory=dict)
+    local_page: LocalPage | None = None  # a page served on a loopback address
+    artifact_bytes: bytes | None = None  # an artifact's bytes before the scenario changed it
+
+
+@dataclass(frozen=True)
+class ScriptedCall:
+    """A tool call the scripted model makes, by tool name and call id."""
+
+    tool: str
+    call_id: str
+    arguments: dict[str, Any] | str = ""
+
+
+@dataclass
+class ModelScript:
+    """The tool calls the scenario scripted, in order, so checks can find their results."""
+
+    calls: list[ScriptedCall] = field(default_factory=list)
+    earlier_conversation: list[str] = field(default_factory=list)  # texts of earlier turns
+    last_batch: list[ScriptedCall] = field(default_factory=list)  # calls of one message
+
+    def call_id(self, tool: str) -> str:
+        """The id of the last scripted call of ``tool``."""
+        return need(self.last_call_id(tool), f"scripted {tool} call")
+
+    def arguments(self, tool: str) -> dict[str, Any] | str:
+        """The arguments of the last scripted call of ``tool``."""
+        for call in reversed(self.calls):
+            if call.tool == tool:
+                return call.arguments
+        raise HarnessError(f"the scenario has no scripted {tool} call yet")
+
+    def last_call_id(self, tool: str) -> str | None:
+        """The id of the last scripted call of ``tool``, if the scenario scripted one."""
+        found = [c.call_id for c in self.calls if c.tool == tool]
+        return found[-1] if found else None
+
+
+@dataclass
+class ConcurrentSearch:
+    """What happened while a model-supplied search ran and another session was used."""
+
+    call_id: str = ""
+    other_error: str | None = None  # why the other session was not served, if it was not
+    other_ended_first: bool = False  # the other session's turn ended before the search did
+    search_seconds: float | None = None  # from the call to its result; None: no result
+    result: dict[str, Any] | None = None  # the search's turn/toolResult
 
 
 @dataclass
@@ -187,6 +241,8 @@ class World:
     tasks: TaskState = field(default_factory=TaskState)
     wire: WireExchange = field(default_factory=WireExchange)
     boundary: SessionsState = field(default_factory=SessionsState)
+    script: ModelScript = field(default_factory=ModelScript)
+    search: ConcurrentSearch = field(default_factory=ConcurrentSearch)
     active_turn: str | None = None
     last_turn_end: dict[str, Any] | None = None
     raw_frames_sent: int = 0

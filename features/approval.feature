@@ -45,6 +45,7 @@ Feature: Approving and rejecting a plan
 
     @R3.4 @R4.6 @C4
     Scenario Outline: Approving switches the session to Agent with the chosen mode (<mode>)
+      Given the model will answer "The plan is carried out."
       When the user approves the plan with permission mode <mode>
       Then the session is in Agent mode with permission mode <mode>
       And the approval records permission mode <mode> and an execution
@@ -91,12 +92,14 @@ Feature: Approving and rejecting a plan
     @R3.8 @C2
     Scenario: A reloaded client can still approve
       Given the client reloads and reads the approval again
+      And the model will answer "The plan is carried out."
       When the user approves the plan with permission mode ask
       Then the approval records permission mode ask and an execution
 
     @R3.8
     Scenario: A stale client cannot approve an approved plan again
-      Given the user approved the plan with permission mode auto
+      Given the model will answer "The plan is carried out."
+      And the user approved the plan with permission mode auto
       When a stale client approves the plan with permission mode ask
       Then the request is refused with APPROVAL_NOT_PENDING
       And the session is in Agent mode with permission mode auto
@@ -122,5 +125,6 @@ Feature: Approving and rejecting a plan
 
     @R4.4 @R4.9
     Scenario: Two approvals sent at once: exactly one wins
+      Given the model will answer "The plan is carried out."
       When the user approves the plan twice at once with permission mode auto
       Then exactly one of the two approvals succeeded

@@ -38,6 +38,7 @@ Feature: The absolute approval deadline
     @R3.11
     Scenario: One millisecond before the deadline the plan can still be approved
       Given the clock reached one millisecond before the deadline
+      And the model will answer "The plan is carried out."
       When the user approves the plan with permission mode ask
       Then the approval records permission mode ask and an execution
 

@@ -12,6 +12,7 @@ Feature: Executing an approved plan
 
     @R4.5 @R4.7
     Scenario: An approved plan runs to completion
+      Given the model will answer "The plan is carried out."
       When the user approves the plan with permission mode auto
       Then the same agent runs the approved plan
       And the execution runs to completion

@@ -146,6 +146,7 @@ Feature: A restart interrupts, and never replays
     @R4.2
     Scenario: No message carries the epoch
       Given a plan titled "Announced" is awaiting approval
+      And the model will answer "The plan is carried out."
       And the user approved the plan with permission mode auto
       When the host restarts
       Then no message from the host carries a boot epoch
