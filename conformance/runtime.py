@@ -42,6 +42,7 @@ STEP_MODULES = (
     "conformance.steps.model",
     "conformance.steps.plan",
     "conformance.steps.approval",
+    "conformance.steps.execution",
     "conformance.steps.boundaries",
     "conformance.steps.restart",
     "conformance.steps.migration",
