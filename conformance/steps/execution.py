@@ -310,6 +310,8 @@ def execution_has_plan(world: World) -> None:
 @verifies("R4.9")
 def follow_up_after_first(world: World) -> None:
     first = need(world.plan.earlier_approval, "the earlier approved plan")
+    turn = _execution_turn_of(world, first["executionId"])
+    world.wait_for("turn/ended", lambda p: p["turnId"] == turn)
     earlier = stored_approval(world, first["approvalId"])
     assert earlier["execution_state"] in _FINISHED, (
         f"the earlier execution is still {earlier['execution_state']} after its turn ended"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from typing import Any
 
@@ -706,6 +707,72 @@ def _list_hides_pending_approval() -> None:
     patch(Host, "session_list", session_list)
 
 
+@variant("expires-at-relative")
+def _expires_at_relative() -> None:
+    # The approval card shows the time left (30 minutes) instead of the absolute expiry.
+    _replace_wire(lambda row, wire: wire.update(expiresAt=row.expires_at - row.created_at))
+
+
+@variant("deadline-shown-from-now")
+def _deadline_shown_from_now() -> None:
+    # A pending approval is reported as expiring 30 minutes after the moment it is read.
+    host_clock: dict[str, Any] = {}
+    original_init = Host.__init__
+
+    def init(self: Host, *args: Any, **kw: Any) -> None:
+        original_init(self, *args, **kw)
+        host_clock["clock"] = self.clock
+
+    def change(row: ApprovalRow, wire: dict[str, Any]) -> None:
+        if row.status == "pending" and "clock" in host_clock:
+            wire["expiresAt"] = deadline_for(host_clock["clock"].now_ms())
+
+    patch(Host, "__init__", init)
+    _replace_wire(change)
+
+
+@variant("reject-answers-pending-approval")
+def _reject_answers_pending_approval() -> None:
+    # The reject response carries the approval as it was read before the decision.
+    original = Approvals.reject
+
+    async def reject(self: Approvals, session_id: str, approval_id: str) -> dict[str, Any]:
+        before = await self.host.storage.get_approval(approval_id)
+        await original(self, session_id, approval_id)
+        assert before is not None
+        return {"approval": approvals.approval_wire(before)}
+
+    patch(Approvals, "reject", reject)
+
+
+@variant("approves-beside-ending-execution")
+def _approves_beside_ending_execution() -> None:
+    # An execution that submitted a new plan winds down slowly, and approve checks only
+    # that the plan is pending: it neither waits for the earlier execution nor refuses.
+    original_finished = Approvals.execution_finished
+
+    async def settle(self: turns.TurnRunner, session_id: str, turn_id: str | None) -> None:
+        return None
+
+    async def execution_finished(self: Approvals, approval_id: str, final: Any) -> None:
+        row = await self._execution(approval_id)
+        if (await self.host.require_session(row.session_id)).mode == "plan":
+            await asyncio.sleep(0.5)
+        await original_finished(self, approval_id, final)
+
+    original_approve = Approvals.approve
+
+    async def approve(
+        self: Approvals, session_id: str, approval_id: str, mode: PermissionMode
+    ) -> dict[str, Any]:
+        self.host.set_activity(session_id, active_execution_id=None)
+        return await original_approve(self, session_id, approval_id, mode)
+
+    patch(turns.TurnRunner, "settle", settle)
+    patch(Approvals, "execution_finished", execution_finished)
+    patch(Approvals, "approve", approve)
+
+
 CASES = [
     BrokenCase(
         "extends-deadline-on-read",
@@ -1016,5 +1083,42 @@ CASES = [
         "answered_permission_question_cannot_be_answered_again",
         "P7",
         "expected the host to refuse",
+    ),
+    BrokenCase(
+        "expires-at-relative",
+        "approval",
+        "pending_approval_shows_its_title",
+        "R3.1",
+        "is not the absolute time 30 minutes after",
+    ),
+    BrokenCase(
+        "deadline-shown-from-now",
+        "deadline",
+        "reloaded_client_sees_the_original_deadline",
+        "R3.10",
+        "the deadline moved",
+        label="on-reload",
+    ),
+    BrokenCase(
+        "deadline-shown-from-now",
+        "deadline",
+        "opening_the_plan_again",
+        "R3.12",
+        "the deadline moved",
+        label="on-opening",
+    ),
+    BrokenCase(
+        "reject-answers-pending-approval",
+        "approval",
+        "rejecting_keeps_the_session_in_plan",
+        "R7.2",
+        "the reject response shows pending",
+    ),
+    BrokenCase(
+        "approves-beside-ending-execution",
+        "execution",
+        "plan_made_during_an_execution",
+        "R4.9",
+        "expected success, but the host refused",
     ),
 ]
