@@ -44,6 +44,7 @@ STEP_MODULES = (
     "conformance.steps.plan_lifecycle",
     "conformance.steps.tool_work",
     "conformance.steps.approval",
+    "conformance.steps.execution",
     "conformance.steps.boundaries",
     "conformance.steps.restart",
     "conformance.steps.migration",

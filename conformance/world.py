@@ -94,6 +94,19 @@ class SubmittedPlan:
     question: str
 
 
+@dataclass(frozen=True)
+class ApprovalSnapshot:
+    """An approval and its session, over the protocol and in storage, at one moment, with
+    the positions of the notification and provider histories at that moment."""
+
+    approval: dict[str, Any]
+    row: dict[str, Any]
+    session: dict[str, Any]
+    session_row: dict[str, Any]
+    notifications: int
+    provider_requests: int
+
+
 @dataclass
 class PlanState:
     """The plan of the scenario and its approval as seen at different moments."""
@@ -106,6 +119,15 @@ class PlanState:
     concurrent_responses: list[dict[str, Any]] = field(default_factory=list)
     permission_request: dict[str, Any] | None = None
     read_outcome: Outcome | None = None  # the last attempt to open the artifact
+    turn_id: str | None = None  # the Plan turn the harness started for the approval
+    prompt: str | None = None  # the user's text of that Plan turn
+    clock_at_turn_start: int | None = None
+    clock_at_decision: int | None = None  # the host clock when approve or reject was sent
+    before_action: ApprovalSnapshot | None = None  # read back just before an action
+    approved: dict[str, Any] | None = None  # the result of the last successful approve
+    later_turn_id: str | None = None  # a prompt turn the harness started after the plan
+    closing_scripted: bool = False  # the execution's last answer is already scripted
+    earlier_approval: dict[str, Any] | None = None  # approved before the one acted on now
 
 
 @dataclass
