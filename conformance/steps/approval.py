@@ -150,6 +150,7 @@ def run_plan_turn(world: World, text: str, think_ms: int = 0) -> dict[str, Any]:
     world.plan.prompt = text
     turn_id = world.rpc.prompt(session_id(world), text).turnId
     world.plan.turn_id = turn_id
+    world.active_turn = turn_id
     if think_ms:
         world.provider.wait_for_requests(world.cursors.provider_turn + 1, world.timeout)
         world.rpc.clock_advance(think_ms)
