@@ -44,6 +44,7 @@ STEP_MODULES = (
     "conformance.steps.approval",
     "conformance.steps.boundaries",
     "conformance.steps.restart",
+    "conformance.steps.storage",
     "conformance.steps.migration",
     "conformance.steps.tasks",
     "conformance.steps.shell",

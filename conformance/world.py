@@ -104,11 +104,28 @@ class PlanState:
 
 @dataclass
 class RestartObservation:
-    """What the first answers of a restarted host showed."""
+    """What the first answers of a restarted host showed, and what came before them."""
 
     stored_at_first_answer: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     approvals: list[dict[str, Any]] = field(default_factory=list)
     session: dict[str, Any] | None = None
+    # session alias -> its approvals, as the host listed them before and after the restart
+    approvals_before: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    approvals_after: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    stored_before: dict[str, dict[str, tuple[Any, ...]]] = field(default_factory=dict)
+    answers_before: dict[str, Any] = field(default_factory=dict)  # read -> its result
+    workspace_before: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class SecondHost:
+    """A second host process started on the data dir a live host holds."""
+
+    lines: list[Any] = field(default_factory=list)  # every JSON value it wrote
+    exit_status: int | None = None
+    served: bool = False  # it answered initialize
+    stderr: str = ""
+    files_before: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -118,6 +135,8 @@ class SeededDatabase:
     tables: dict[str, list[tuple[Any, ...]]] = field(default_factory=dict)
     digest: str | None = None
     refusal: str | None = None  # why the host stopped instead of serving
+    files: dict[str, str] = field(default_factory=dict)  # the data dir's tree, by digest
+    approvals: list[tuple[Any, ...]] = field(default_factory=list)  # seeded v8 approvals
 
 
 @dataclass
@@ -158,6 +177,7 @@ class World:
     seeded: SeededDatabase = field(default_factory=SeededDatabase)
     arranged: Arrangement = field(default_factory=Arrangement)
     tasks: TaskState = field(default_factory=TaskState)
+    second_host: SecondHost | None = None
     active_turn: str | None = None
     last_turn_end: dict[str, Any] | None = None
     raw_frames_sent: int = 0
@@ -174,10 +194,15 @@ class World:
 
     # -- host lifecycle -----------------------------------------------------------------
 
-    def start_host(self) -> RunningHost:
-        """Start a host on this scenario's data dir (stopping none: call stop first)."""
+    def start_host(self, create_data_dir: bool = True) -> RunningHost:
+        """Start a host on this scenario's data dir (stopping none: call stop first).
+
+        The harness creates the data dir first, unless the scenario arranged it itself
+        (``create_data_dir=False``, for a data dir that is deliberately not a folder).
+        """
         assert self.host is None, "a host is already running"
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if create_data_dir:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
         self.host = self.driver.start(self.data_dir)
         self.client = HostClient(self.host, self.timeout)
         self.client_offset = time.monotonic() - self.started_at

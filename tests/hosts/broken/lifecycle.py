@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
+import json
 import os
 import signal
+import sqlite3
+import subprocess
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
@@ -15,12 +19,13 @@ from typing import Any
 import aiosqlite
 
 from hosts.registry import BrokenCase, patch, variant
-from reference_host import approvals, artifacts, commands, migration, shells, turns
+from reference_host import approvals, artifacts, commands, datadir, migration, server, shells, turns
+from reference_host import host as host_module
 from reference_host import storage as storage_module
 from reference_host.errors import HostError
 from reference_host.provider_client import ProviderConfig, complete
 from reference_host.rpc import Dispatcher
-from reference_host.storage import Storage
+from reference_host.storage import ApprovalRow, Storage
 from reference_host.tasks import Tasks
 
 
@@ -137,6 +142,267 @@ def _stores_boot_epoch_setting() -> None:
     _open_then(record)
 
 
+async def _recover_with(
+    storage: Storage,
+    now: int,
+    approvals_where: str,
+    executions_where: str,
+    turns: bool = True,
+    status_code: str | None = "TURN_INTERRUPTED",
+) -> tuple[int, int, int]:
+    """The startup recovery with other row selections (the reference's, mistaken)."""
+    async with storage.transaction() as conn:
+        a = await conn.execute(
+            "UPDATE plan_approvals SET status = 'interrupted', status_code = ?, decided_at = ? "
+            f"WHERE {approvals_where}",
+            (status_code, now),
+        )
+        e = await conn.execute(
+            f"UPDATE plan_approvals SET execution_state = 'interrupted' WHERE {executions_where}"
+        )
+        t_count = 0
+        if turns:
+            t = await conn.execute(
+                "UPDATE turns SET state = 'interrupted', ended_at = ? WHERE state = 'active'",
+                (now,),
+            )
+            t_count = t.rowcount
+    return a.rowcount, e.rowcount, t_count
+
+
+def _recovery(**choices: Any) -> None:
+    async def recover(self: Storage, now: int) -> tuple[int, int, int]:
+        settings = {
+            "approvals_where": "status = 'pending'",
+            "executions_where": "execution_state IN ('queued', 'running')",
+            **choices,
+        }
+        return await _recover_with(self, now, **settings)
+
+    patch(Storage, "recover", recover)
+
+
+@variant("recovery-skips-queued")
+def _recovery_skips_queued() -> None:
+    # Only running executions are interrupted: one still in the queue is left queued.
+    _recovery(executions_where="execution_state = 'running'")
+
+
+@variant("recovery-interrupts-completed")
+def _recovery_interrupts_completed() -> None:
+    # Every execution that is not already interrupted is interrupted, finished ones too.
+    _recovery(executions_where="execution_state IS NOT NULL AND execution_state <> 'interrupted'")
+
+
+@variant("recovery-interrupts-decided")
+def _recovery_interrupts_decided() -> None:
+    # Every approval that was not approved is interrupted: rejected and expired ones too.
+    _recovery(approvals_where="status <> 'approved' AND status <> 'interrupted'")
+
+
+@variant("recovery-without-status-code")
+def _recovery_without_status_code() -> None:
+    # Interrupted approvals get no status code.
+    _recovery(status_code=None)
+
+
+@variant("recovery-leaves-turns-active")
+def _recovery_leaves_turns_active() -> None:
+    # Approvals and executions are interrupted, the turns of the old process are not.
+    _recovery(turns=False)
+
+
+@variant("recovery-reinterrupts")
+def _recovery_reinterrupts() -> None:
+    # Approvals interrupted by an earlier restart are interrupted again, with a new time.
+    _recovery(approvals_where="status IN ('pending', 'interrupted')")
+
+
+@variant("interrupted-plan-session-to-agent")
+def _interrupted_plan_session_to_agent() -> None:
+    # Recovery puts a session whose pending plan it interrupted into Agent mode.
+    original = Storage.recover
+
+    async def recover(self: Storage, now: int) -> tuple[int, int, int]:
+        async with self._conn.execute(
+            "SELECT DISTINCT session_id FROM plan_approvals WHERE status = 'pending'"
+        ) as cursor:
+            sessions = [row[0] for row in await cursor.fetchall()]
+        counts = await original(self, now)
+        async with self.transaction() as conn:
+            for session in sessions:
+                await conn.execute("UPDATE sessions SET mode = 'agent' WHERE id = ?", (session,))
+        return counts
+
+    patch(Storage, "recover", recover)
+
+
+@variant("interrupted-execution-keeps-session-busy")
+def _interrupted_execution_keeps_session_busy() -> None:
+    # After a restart the host rebuilds what each session is busy with from storage, and
+    # counts an interrupted execution as still active: the session refuses new prompts.
+    original = Tasks.schedule_all
+
+    async def schedule_all(self: Tasks) -> None:
+        await original(self)
+        async with self.host.storage._conn.execute(
+            "SELECT session_id, execution_id FROM plan_approvals "
+            "WHERE execution_state = 'interrupted'"
+        ) as cursor:
+            for session_id, execution_id in await cursor.fetchall():
+                self.host.set_activity(session_id, active_execution_id=execution_id)
+
+    patch(Tasks, "schedule_all", schedule_all)
+
+
+@variant("interrupted-approval-decidable")
+def _interrupted_approval_decidable() -> None:
+    # An approval interrupted by a restart can still be approved or rejected afterwards.
+    original = approvals.ensure_decidable
+
+    def ensure(approval: Any, now_ms: int) -> None:
+        if approval.status != "interrupted":
+            original(approval, now_ms)
+
+    patch(approvals, "ensure_decidable", ensure)
+
+
+@variant("resumes-interrupted-commands")
+def _resumes_interrupted_commands() -> None:
+    # At startup the host runs again the Bash calls that the previous process's turns
+    # left without a result (quietly, before it serves).
+    original = Storage.recover
+
+    async def recover(self: Storage, now: int) -> tuple[int, int, int]:
+        async with self._conn.execute(
+            "SELECT t.content, s.workspace_root FROM transcript t "
+            "JOIN turns u ON u.id = t.turn_id JOIN sessions s ON s.id = t.session_id "
+            "WHERE u.state = 'active' AND t.role = 'assistant' ORDER BY t.id"
+        ) as cursor:
+            rows = await cursor.fetchall()
+        for content, root in rows:
+            for call in json.loads(content).get("tool_calls") or []:
+                if call["function"]["name"] == "Bash" and root:
+                    command = json.loads(call["function"]["arguments"])["command"]
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        subprocess.run(  # noqa: ASYNC221 - before serving, on purpose
+                            ["sh", "-c", command],
+                            cwd=root,
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL,
+                            timeout=0.5,
+                            check=False,
+                        )
+        return await original(self, now)
+
+    patch(Storage, "recover", recover)
+
+
+@variant("stores-instance-id")
+def _stores_instance_id() -> None:
+    # Each process records an instance id of its own in the published settings table.
+    async def record(storage: Storage) -> None:
+        await storage.set_setting("instance", uuid.uuid4().hex)
+
+    _open_then(record)
+
+
+@variant("host-version-carries-boot")
+def _host_version_carries_boot() -> None:
+    # The process's boot id is appended to the version the host announces.
+    patch(host_module, "HOST_VERSION", f"{host_module.HOST_VERSION}+boot.{uuid.uuid4().hex[:8]}")
+
+
+@variant("question-stored-as-title")
+def _question_stored_as_title() -> None:
+    # The approval row's question column receives the title.
+    original = Storage.insert_approval
+
+    async def insert(self: Storage, row: ApprovalRow) -> None:
+        await original(self, replace(row, question=row.title))
+
+    patch(Storage, "insert_approval", insert)
+
+
+@variant("execution-state-kept-apart")
+def _execution_state_kept_apart() -> None:
+    # The end of an execution is kept in memory only: the row still says running.
+    original = Storage.write_approval
+
+    async def write(conn: aiosqlite.Connection, row: ApprovalRow) -> None:
+        if row.execution_state == "completed":
+            row = replace(row, execution_state="running")
+        await original(conn, row)
+
+    patch(Storage, "write_approval", staticmethod(write))
+
+
+@variant("schema-without-turn-index")
+def _schema_without_turn_index() -> None:
+    # The new database lacks the partial unique index of one active turn per session.
+    published = storage_module.v10_ddl
+    patch(
+        storage_module,
+        "v10_ddl",
+        lambda: published().replace(
+            "CREATE UNIQUE INDEX turns_one_active ON turns (session_id) WHERE state = 'active';",
+            "",
+        ),
+    )
+
+
+class _NoLock:
+    """fcntl as a host that never locks its data directory sees it."""
+
+    LOCK_EX = fcntl.LOCK_EX
+    LOCK_NB = fcntl.LOCK_NB
+
+    @staticmethod
+    def flock(_fd: int, _operation: int) -> None:
+        return None
+
+
+@variant("no-data-dir-lock")
+def _no_data_dir_lock() -> None:
+    # Nothing stops a second host on the same data directory.
+    patch(datadir, "fcntl", _NoLock)
+
+
+@variant("recovers-before-locking")
+def _recovers_before_locking() -> None:
+    # The startup recovery runs before the host claims the data directory: a second host
+    # interrupts the first one's work and only then notices the directory is in use.
+    original = server.claim
+
+    def claim(data_dir: Path) -> datadir.DataDirLock:
+        db = data_dir / datadir.DB_FILE
+        if db.is_file():
+            with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+                conn.execute(
+                    "UPDATE plan_approvals SET status = 'interrupted', "
+                    "status_code = 'TURN_INTERRUPTED' WHERE status = 'pending'"
+                )
+        return original(data_dir)
+
+    patch(server, "claim", claim)
+
+
+@variant("in-use-reported-as-unavailable")
+def _in_use_reported_as_unavailable() -> None:
+    # A data directory held by another host is reported as unusable storage.
+    original = server.claim
+
+    def claim(data_dir: Path) -> datadir.DataDirLock:
+        try:
+            return original(data_dir)
+        except HostError as error:
+            if error.code != "DATA_DIR_IN_USE":
+                raise
+            raise HostError("STORAGE_UNAVAILABLE", "the data directory cannot be used") from error
+
+    patch(server, "claim", claim)
+
+
 @variant("migrates-outside-transaction")
 def _migrates_outside_transaction() -> None:
     # Each migration statement commits on its own (the connection is in autocommit mode).
@@ -240,19 +506,11 @@ def _ignores_default_shell() -> None:
 
 
 CASES = [
-    BrokenCase(
-        "replays-queued-execution",
-        "restart_interruption",
-        "halfstreamed_answer and restarts",
-        "R4.12",
-        "the restarted host started turns of its own",
-    ),
-    # Storage is read right after initialize, the first answer: a pending approval, a
-    # queued execution and an active turn must all be interrupted by then.
+    # -- restart: unfinished work is interrupted before the first answer -----------------
     BrokenCase(
         "answers-before-recovery",
         "restart_interruption",
-        "pending_approval_is_interrupted and restarts",
+        "pending_approval_is_interrupted_when_the_host_restarts",
         "R4.10",
         "storage still showed the approval pending",
         label="approval",
@@ -260,7 +518,7 @@ CASES = [
     BrokenCase(
         "answers-before-recovery",
         "restart_interruption",
-        "still_in_the_queue and restarts",
+        "still_waiting_in_the_queue_is_interrupted_when_the_host_restarts",
         "R4.10",
         "storage still showed the execution queued",
         label="execution",
@@ -268,32 +526,179 @@ CASES = [
     BrokenCase(
         "answers-before-recovery",
         "restart_interruption",
-        "plan_turn_in_progress and restarts",
+        "plan_turn_in_progress_is_interrupted_not_resumed_when_the_host_restarts",
         "R4.11",
         "turns were still active when the restarted host first answered",
         label="turn",
     ),
     BrokenCase(
+        "recovery-skips-queued",
+        "restart_interruption",
+        "still_waiting_in_the_queue_is_interrupted_when_the_host_restarts",
+        "C8",
+        "storage still showed the execution queued",
+    ),
+    BrokenCase(
+        "recovery-without-status-code",
+        "restart_interruption",
+        "pending_approval_is_interrupted_when_the_host_restarts",
+        "R4.10",
+        "the interrupted approval has statusCode None",
+    ),
+    BrokenCase(
+        "recovery-leaves-turns-active",
+        "restart_interruption",
+        "running_execution_is_interrupted_when_the_host_restarts",
+        "R4.11",
+        "turns were still active when the restarted host first answered",
+    ),
+    # -- restart: finished work stays as it was -------------------------------------------
+    BrokenCase(
+        "recovery-interrupts-completed",
+        "restart_interruption",
+        "approved_and_carried_out_is_left",
+        "R4.10",
+        "recovery changed a finished plan",
+    ),
+    BrokenCase(
+        "recovery-interrupts-decided",
+        "restart_interruption",
+        "rejected_is_left or left_to_expire_is_left",
+        "R4.10",
+        "recovery changed a finished plan",
+    ),
+    BrokenCase(
+        "recovery-reinterrupts",
+        "restart_interruption",
+        "interrupted_by_an_earlier_restart_is_left",
+        "R4.10",
+        "recovery changed a finished plan",
+    ),
+    # -- restart: the sessions afterwards ---------------------------------------------------
+    BrokenCase(
+        "interrupted-plan-session-to-agent",
+        "restart_interruption",
+        "pending_approval_is_interrupted_when_the_host_restarts",
+        "R4.13",
+        "after the restart the session is in agent",
+    ),
+    BrokenCase(
         "interrupted-execution-back-to-plan",
         "restart_interruption",
-        "still_in_the_queue and restarts",
+        "still_waiting_in_the_queue_is_interrupted_when_the_host_restarts",
         "R4.14",
-        "the session is in plan mode",
+        "after the restart the session is in plan",
     ),
+    BrokenCase(
+        "interrupted-execution-keeps-session-busy",
+        "restart_interruption",
+        "still_waiting_in_the_queue_is_interrupted_when_the_host_restarts",
+        "R4.14",
+        "SESSION_BUSY",
+    ),
+    # -- restart: nothing is replayed -------------------------------------------------------
+    BrokenCase(
+        "replays-queued-execution",
+        "restart_interruption",
+        "answer_the_model_was_still_giving and restarts",
+        "R4.12",
+        "the restarted host started turns",
+    ),
+    BrokenCase(
+        "interrupted-approval-decidable",
+        "restart_interruption",
+        "interrupted_approval_can_never_be_decided",
+        "R4.12",
+        "expected the host to refuse",
+    ),
+    BrokenCase(
+        "resumes-interrupted-commands",
+        "restart_interruption",
+        "command_that_was_running_is_not_run_again_when_the_host_restarts",
+        "C3",
+        "the command ran again",
+    ),
+    # -- storage: the boot epoch and the record ----------------------------------------------
     BrokenCase(
         "stores-boot-epoch",
         "restart_interruption",
-        "stored_schema_is_the_published",
+        "nothing_stored",
         "R4.1",
-        "extra ['host_boots']",
+        "the database has names for a boot epoch: ['host_boots', 'host_boots.epoch']",
     ),
     BrokenCase(
         "stores-boot-epoch-setting",
         "restart_interruption",
-        "stored_schema_is_the_published",
+        "nothing_stored",
         "R4.1",
         "settings hold ['boot_epoch']",
     ),
+    BrokenCase(
+        "stores-instance-id",
+        "restart_interruption",
+        "nothing_stored",
+        "R4.1",
+        "settings[key='instance'].value changed",
+    ),
+    BrokenCase(
+        "host-version-carries-boot",
+        "restart_interruption",
+        "changes_no_answer",
+        "R4.2",
+        "the host answers differently",
+    ),
+    BrokenCase(
+        "stores-boot-epoch",
+        "restart_interruption",
+        "new_database_has_the_published",
+        "R7.5",
+        "extra table host_boots",
+        label="schema",
+    ),
+    BrokenCase(
+        "schema-without-turn-index",
+        "restart_interruption",
+        "new_database_has_the_published",
+        "R7.5",
+        "missing UNIQUE INDEX ON turns (session_id) WHERE state = 'active'",
+    ),
+    BrokenCase(
+        "question-stored-as-title",
+        "restart_interruption",
+        "one_stored_record",
+        "R2.6",
+        "the record holds title 'Stored' and question 'Stored'",
+    ),
+    BrokenCase(
+        "execution-state-kept-apart",
+        "restart_interruption",
+        "one_stored_record",
+        "R4.3",
+        "the approval's row holds",
+    ),
+    # -- one host per data dir --------------------------------------------------------------
+    BrokenCase(
+        "no-data-dir-lock",
+        "restart_interruption",
+        "second_host",
+        "P17",
+        "the second host served requests",
+    ),
+    BrokenCase(
+        "recovers-before-locking",
+        "restart_interruption",
+        "second_host",
+        "P17",
+        "the refused host changed the data directory",
+    ),
+    BrokenCase(
+        "in-use-reported-as-unavailable",
+        "restart_interruption",
+        "second_host",
+        "P17",
+        "the second host reported ['STORAGE_UNAVAILABLE']",
+    ),
+    # -- migration ---------------------------------------------------------------------------
     BrokenCase(
         "migrates-outside-transaction",
         "migration",

@@ -1,0 +1,100 @@
+"""Allowed variations: what the host chooses about storage, restarts, tasks and shells."""
+
+from __future__ import annotations
+
+from hosts.registry import AllowedCase, patch, variant
+from reference_host import storage as storage_module
+
+# The structure of schemas/storage/v10.sql written another way: lower-case keywords, no
+# quotes, other whitespace and comments, shell_id inline in sessions, table-level CHECKs
+# and named constraints, a UNIQUE column spelled as a unique index, indexes with other
+# names, and primary keys declared at the table level.
+OTHER_SPELLING = """
+create table SESSIONS(
+    id text, workspace_root text,
+    shell_id text, -- inline, not appended
+    mode text not null default 'agent',
+    permission_mode text not null default 'ask',
+    provider_base_url text, model text,
+    created_at integer not null, updated_at integer not null,
+    primary key (id),
+    constraint known_mode check(mode in ('agent','plan')),
+    check(permission_mode in ('ask','accept-edits','auto'))
+);
+create table transcript(id integer primary key, session_id text not null
+  references sessions, turn_id text, role text not null check (role in
+  ('user','assistant','tool','system')), content text not null, created_at integer not null);
+create index by_session on transcript(session_id,id);
+create table settings(key text primary key, value text not null);
+create table scheduled_tasks (
+  id text primary key, name text not null, prompt text not null,
+  mode text not null check (mode in ('agent','plan')), workspace_root text,
+  provider_base_url text, model text,
+  permission_mode text not null default 'ask'
+    check (permission_mode in ('ask','accept-edits','auto')),
+  run_at integer, enabled integer not null default 1 check (enabled in (0,1)),
+  created_at integer not null, updated_at integer not null);
+create table plan_approvals (
+  id text primary key, session_id text not null references sessions(id), turn_id text,
+  title text not null, question text not null, artifact_path text,
+  artifact_sha256 text, artifact_bytes integer, legacy_proposal_json text,
+  created_at integer not null, expires_at integer not null, status text not null,
+  status_code text, decided_at integer, permission_mode text, execution_id text,
+  execution_state text, execution_turn_id text,
+  check (artifact_sha256 is null or (length(artifact_sha256) = 64
+         and artifact_sha256 not glob '*[^0-9a-f]*')),
+  check (artifact_bytes is null or artifact_bytes >= 0),
+  check (status in ('pending','approved','rejected','expired','interrupted')),
+  check (permission_mode is null or permission_mode in ('ask','accept-edits','auto')),
+  check (execution_state is null
+         or execution_state in ('queued','running','completed','interrupted')),
+  check (legacy_proposal_json is not null or (turn_id is not null and artifact_path is not null
+         and artifact_sha256 is not null and artifact_bytes is not null)),
+  check (status = 'approved' or permission_mode is null),
+  check ((execution_id is null) = (execution_state is null)),
+  check (execution_id is null or permission_mode is not null));
+create unique index one_execution_id on plan_approvals (execution_id);
+create unique index one_pending on plan_approvals(session_id) where status='pending';
+create unique index one_active on plan_approvals(session_id)
+  where execution_state in ('queued','running');
+create table turns (id text primary key, session_id text not null references sessions(id),
+  kind text not null check (kind in ('prompt','execution','scheduled')),
+  state text not null check (state in ('active','completed','failed','cancelled','interrupted')),
+  started_at integer not null, ended_at integer);
+create unique index active_turn on turns(session_id) where state = 'active';
+create table command_audit (id text primary key, session_id text not null references sessions,
+  turn_id text, shell_id text not null, shell_path text not null, command text not null,
+  cwd text not null, started_at integer not null, ended_at integer, exit_code integer,
+  signal integer, timed_out integer not null default 0 check (timed_out in (0,1)),
+  cancelled integer not null default 0 check (cancelled in (0,1)),
+  truncated integer not null default 0 check (truncated in (0,1)), duration_ms integer);
+create table scheduled_task_runs (id text primary key, task_id text not null, session_id text,
+  started_at integer not null,
+  outcome text not null check (outcome in ('running','completed','failed','refused')),
+  error_code text, error_message text);
+create index runs_of_task on scheduled_task_runs (task_id, started_at);
+pragma user_version = 10;
+"""
+
+
+@variant("schema-other-spelling")
+def _schema_other_spelling() -> None:
+    # The storage contract is the structure of v10.sql, not its text: a new database is
+    # created from DDL written differently. (The v8 migration keeps the published text.)
+    published = storage_module.v10_ddl
+    migrate = storage_module.migrate_v8_to_v10
+
+    async def migrate_published(conn, _statements):
+        await migrate(conn, storage_module._statements(published()))
+
+    patch(storage_module, "v10_ddl", lambda: OTHER_SPELLING)
+    patch(storage_module, "migrate_v8_to_v10", migrate_published)
+
+
+CASES = [
+    AllowedCase(
+        "schema-other-spelling",
+        "restart_interruption,migration,handshake",
+        why="the storage schema is compared by structure, not by its SQL text",
+    ),
+]
