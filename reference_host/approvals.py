@@ -35,14 +35,10 @@ def approval_wire(row: ApprovalRow) -> dict[str, Any]:
     return {
         "approvalId": row.id,
         "sessionId": row.session_id,
-        "turnId": row.turn_id or "",
+        "turnId": row.turn_id,  # None only for an approval migrated from v8
         "title": row.title,
         "question": row.question,
-        "artifact": {
-            "path": row.artifact_path or "",
-            "sha256": row.artifact_sha256 or "",
-            "byteSize": row.artifact_bytes or 0,
-        },
+        "artifact": _artifact_wire(row),
         "createdAt": row.created_at,
         "expiresAt": row.expires_at,
         "status": row.status,
@@ -51,6 +47,16 @@ def approval_wire(row: ApprovalRow) -> dict[str, Any]:
         "permissionMode": row.permission_mode,
         "executionId": row.execution_id,
         "executionState": row.execution_state,
+    }
+
+
+def _artifact_wire(row: ApprovalRow) -> dict[str, Any] | None:
+    if row.artifact_path is None or row.artifact_sha256 is None or row.artifact_bytes is None:
+        return None  # a v8 approval had no artifact
+    return {
+        "path": row.artifact_path,
+        "sha256": row.artifact_sha256,
+        "byteSize": row.artifact_bytes,
     }
 
 
