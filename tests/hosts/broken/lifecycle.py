@@ -10,6 +10,7 @@ import os
 import signal
 import sqlite3
 import subprocess
+import sys
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
@@ -429,6 +430,176 @@ def _writes_version_first() -> None:
     storage_module.migrate_v8_to_v10 = migrate
 
 
+def _extra_migration_steps(*steps: str, drop: str | None = None) -> None:
+    """The migration with ``steps`` added before its last statement (and ``drop``ped)."""
+    original = migration.migration_statements
+
+    def statements(v10_statements: list[str]) -> list[str]:
+        found = [s for s in original(v10_statements) if drop is None or drop not in s]
+        return [*found[:-1], *steps, found[-1]]
+
+    patch(migration, "migration_statements", statements)
+
+
+@variant("migration-renumbers-transcript")
+def _migration_renumbers_transcript() -> None:
+    # The transcript is copied into the new database in session order, and SQLite numbers
+    # the copied rows afresh.
+    _extra_migration_steps(
+        "CREATE TEMP TABLE transcript_copy AS SELECT session_id, turn_id, role, content, "
+        "created_at FROM transcript ORDER BY session_id, id",
+        "DELETE FROM transcript",
+        "INSERT INTO transcript (session_id, turn_id, role, content, created_at) "
+        "SELECT * FROM transcript_copy",
+        "DROP TABLE transcript_copy",
+    )
+
+
+@variant("migration-resets-settings")
+def _migration_resets_settings() -> None:
+    # Settings of the old version are dropped on upgrade.
+    _extra_migration_steps("DELETE FROM settings")
+
+
+@variant("migration-forgets-an-index")
+def _migration_forgets_an_index() -> None:
+    # The migration does not create the index of task runs that a new database has.
+    _extra_migration_steps(drop="scheduled_task_runs_by_task")
+
+
+@variant("migrates-any-older-version")
+def _migrates_any_older_version() -> None:
+    # Every version below 10 is taken for v8 and migrated.
+    original = Storage._check_version
+    original_prepare = Storage._prepare_schema
+
+    async def check(self: Storage) -> None:
+        if 0 < await self.user_version() < migration.V10:
+            return
+        await original(self)
+
+    async def prepare(self: Storage) -> None:
+        version = await self.user_version()
+        if 0 < version < migration.V10 and version != migration.V8:
+            await self._conn.execute(f"PRAGMA user_version = {migration.V8}")
+        await original_prepare(self)
+
+    patch(Storage, "_check_version", check)
+    patch(Storage, "_prepare_schema", prepare)
+
+
+@variant("opens-newer-schema")
+def _opens_newer_schema() -> None:
+    # A database of a newer version is opened as if it were v10.
+    original = Storage._check_version
+    original_prepare = Storage._prepare_schema
+
+    async def check(self: Storage) -> None:
+        if await self.user_version() > migration.V10:
+            return
+        await original(self)
+
+    async def prepare(self: Storage) -> None:
+        if await self.user_version() > migration.V10:
+            return
+        await original_prepare(self)
+
+    patch(Storage, "_check_version", check)
+    patch(Storage, "_prepare_schema", prepare)
+
+
+@variant("legacy-pending-rejected")
+def _legacy_pending_rejected() -> None:
+    # A v8 approval still pending is taken for rejected (it was never approved).
+    patch(
+        migration,
+        "_COPY_LEGACY_APPROVALS",
+        migration._COPY_LEGACY_APPROVALS.replace(
+            "WHEN 'pending' THEN 'interrupted'", "WHEN 'pending' THEN 'rejected'"
+        ),
+    )
+
+
+@variant("legacy-title-not-read")
+def _legacy_title_not_read() -> None:
+    # The v8 proposal is kept, but its title is not read: every legacy title is empty.
+    text = migration._COPY_LEGACY_APPROVALS
+    title = (
+        "CASE WHEN json_valid(proposal_json)\n"
+        "       THEN coalesce(CAST(json_extract(proposal_json, '$.title') AS TEXT), '') "
+        "ELSE '' END"
+    )
+    assert title in text, "the migration reads the title differently now"
+    patch(migration, "_COPY_LEGACY_APPROVALS", text.replace(title, "''"))
+
+
+@variant("legacy-listed-with-placeholders")
+def _legacy_listed_with_placeholders() -> None:
+    # A legacy approval is listed with an empty turn id and an empty artifact.
+    original = approvals.approval_wire
+
+    def wire(row: ApprovalRow) -> dict[str, Any]:
+        shown = original(row)
+        if row.turn_id is None:
+            shown["turnId"] = ""
+            shown["artifact"] = {"path": "", "sha256": "", "byteSize": 0}
+        return shown
+
+    patch(approvals, "approval_wire", wire)
+    patch(host_module, "approval_wire", wire)
+
+
+@variant("follows-database-link")
+def _follows_database_link() -> None:
+    # A symlinked host.db is followed: the host opens the database it points to.
+    original = datadir._check_files
+
+    def check(data_dir: Path, dir_fd: int) -> None:
+        db = data_dir / datadir.DB_FILE
+        if db.is_symlink():
+            return
+        original(data_dir, dir_fd)
+
+    patch(datadir, "_check_files", check)
+    patch(storage_module, "_file_uri", lambda path: f"file:{path}")
+
+
+@variant("refuses-on-stderr-only")
+def _refuses_on_stderr_only() -> None:
+    # A start-up failure is logged on stderr; stdout stays silent.
+    def refuse(error: HostError, stdout: Any) -> int:
+        print(f"not serving: {error.code}: {error.message}", file=sys.stderr)
+        return server.EXIT_STORAGE
+
+    patch(server, "_refuse", refuse)
+
+
+@variant("refuses-with-status-zero")
+def _refuses_with_status_zero() -> None:
+    # The refusal line is written, but the host exits with status 0.
+    original = server._refuse
+
+    def refuse(error: HostError, stdout: Any) -> int:
+        original(error, stdout)
+        return 0
+
+    patch(server, "_refuse", refuse)
+
+
+@variant("leaves-a-lock-file")
+def _leaves_a_lock_file() -> None:
+    # The host drops a lock file into the data directory before it checks anything, and
+    # leaves it there when it refuses to start.
+    original = server.claim
+
+    def claim(data_dir: Path) -> datadir.DataDirLock:
+        if data_dir.is_dir():
+            (data_dir / "host.lock").write_text(f"{os.getpid()}\n", encoding="utf-8")
+        return original(data_dir)
+
+    patch(server, "claim", claim)
+
+
 def _before_plan_refusal(work: Callable[[Tasks, dict[str, Any]], Any]) -> None:
     original = Tasks.run
 
@@ -702,16 +873,100 @@ CASES = [
     BrokenCase(
         "migrates-outside-transaction",
         "migration",
-        "conflicting_object",
+        "migration_that_fails",
         "R7.8",
-        "the database file changed",
+        "the host changed the data directory: ['host.db']",
     ),
     BrokenCase(
         "writes-version-first",
         "migration",
-        "conflicting_object",
+        "migration_that_fails",
         "R7.9",
         "PRAGMA user_version is 10",
+    ),
+    BrokenCase(
+        "migration-renumbers-transcript",
+        "migration",
+        "upgraded_and_its_data_survives",
+        "R7.7",
+        "transcript changed in the migration",
+    ),
+    BrokenCase(
+        "migration-resets-settings",
+        "migration",
+        "upgraded_and_its_data_survives",
+        "R7.7",
+        "settings changed in the migration",
+    ),
+    BrokenCase(
+        "migration-forgets-an-index",
+        "migration",
+        "migrated_database_has_the_published",
+        "R7.5",
+        "missing INDEX ON scheduled_task_runs (task_id, started_at)",
+    ),
+    BrokenCase(
+        "migrates-any-older-version",
+        "migration",
+        "between_v8_and_v10",
+        "R7.4",
+        "not STORAGE_SCHEMA_UNSUPPORTED",
+    ),
+    BrokenCase(
+        "opens-newer-schema",
+        "migration",
+        "newer_than_v10",
+        "R7.4",
+        "not STORAGE_SCHEMA_UNSUPPORTED",
+    ),
+    BrokenCase(
+        "legacy-pending-rejected",
+        "migration",
+        "was_pending_is_listed",
+        "P16",
+        "the v8 approval that was pending is listed as rejected",
+    ),
+    BrokenCase(
+        "legacy-title-not-read",
+        "migration",
+        "was_pending_is_listed",
+        "P16",
+        "the legacy approval reads title ''",
+    ),
+    BrokenCase(
+        "legacy-listed-with-placeholders",
+        "migration",
+        "was_approved_is_listed",
+        "P16",
+        "the legacy approval is listed with turn ''",
+    ),
+    BrokenCase(
+        "follows-database-link",
+        "migration",
+        "link_to_a_database_elsewhere",
+        "P18",
+        "the host served requests",
+    ),
+    BrokenCase(
+        "refuses-on-stderr-only",
+        "migration",
+        "a_text_file_is_refused",
+        "P18",
+        "the host reported nothing on stdout",
+    ),
+    BrokenCase(
+        "refuses-with-status-zero",
+        "migration",
+        "a_folder_is_refused",
+        "P18",
+        "the refusing host exited with status 0",
+    ),
+    BrokenCase(
+        "leaves-a-lock-file",
+        "migration",
+        "newer_than_v10",
+        "P18",
+        "the host changed the data directory: ['host.lock']",
     ),
     BrokenCase(
         "calls-provider-before-refusing-plan-task",
