@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+from typing import Any
+
 from hosts.registry import AllowedCase, patch, variant
 from reference_host import storage as storage_module
+from reference_host import tasks as tasks_module
+from reference_host.tasks import Tasks
 
 # The structure of schemas/storage/v10.sql written another way: lower-case keywords, no
 # quotes, other whitespace and comments, shell_id inline in sessions, table-level CHECKs
@@ -91,10 +97,62 @@ def _schema_other_spelling() -> None:
     patch(storage_module, "migrate_v8_to_v10", migrate_published)
 
 
+class _Held:
+    """Notifications held back while a task/run request is being answered."""
+
+    def __init__(self) -> None:
+        self.open = True
+        self.notes: list[tuple[str, dict[str, Any]]] = []
+
+
+_HOLD: contextvars.ContextVar[_Held | None] = contextvars.ContextVar("hold", default=None)
+
+
+@variant("run-finished-after-response")
+def _run_finished_after_response() -> None:
+    # No order of task/runFinished and the task/run response is published: this host
+    # announces the end of a refused run only after it has answered task/run.
+    run_now = Tasks.run_now
+    finish = Tasks._finish
+
+    async def run_now_later(self: Tasks, params: dict[str, Any]) -> dict[str, Any]:
+        held = _Held()
+        token = _HOLD.set(held)
+        try:
+            return await run_now(self, params)
+        finally:
+            _HOLD.reset(token)
+            held.open = False
+            loop = asyncio.get_running_loop()
+            for method, note in held.notes:
+                loop.call_later(0.05, self.host.notify, method, note)
+
+    async def finish_later(self: Tasks, run: dict[str, Any], outcome: str, error: Any) -> None:
+        held = _HOLD.get()
+        if held is None or not held.open:
+            await finish(self, run, outcome, error)
+            return
+        run.update(
+            outcome=outcome,
+            error_code=error.code if error else None,
+            error_message=error.message if error else None,
+        )
+        await self.host.storage.record_task_run(run)
+        held.notes.append(("task/runFinished", {"run": tasks_module._run_wire(run)}))
+
+    patch(Tasks, "run_now", run_now_later)
+    patch(Tasks, "_finish", finish_later)
+
+
 CASES = [
     AllowedCase(
         "schema-other-spelling",
         "restart_interruption,migration,handshake",
         why="the storage schema is compared by structure, not by its SQL text",
+    ),
+    AllowedCase(
+        "run-finished-after-response",
+        "scheduled_plan",
+        why="task/runFinished may come before or after the task/run response",
     ),
 ]

@@ -23,10 +23,11 @@ from hosts.registry import BrokenCase, patch, variant
 from reference_host import approvals, artifacts, commands, datadir, migration, server, shells, turns
 from reference_host import host as host_module
 from reference_host import storage as storage_module
+from reference_host import tasks as tasks_module
 from reference_host.errors import HostError
 from reference_host.provider_client import ProviderConfig, complete
 from reference_host.rpc import Dispatcher
-from reference_host.storage import ApprovalRow, Storage
+from reference_host.storage import ApprovalRow, SessionRow, Storage
 from reference_host.tasks import Tasks
 
 
@@ -645,6 +646,109 @@ def _writes_artifact_for_plan_task() -> None:
     _before_plan_refusal(write)
 
 
+@variant("plan-task-refused-as-permission-unavailable")
+def _plan_task_refused_as_permission_unavailable() -> None:
+    # A Plan task is refused with the code of an unattended permission question.
+    patch(tasks_module, "PLAN_REFUSAL", "PERMISSION_UNAVAILABLE")
+
+
+@variant("due-plan-task-runs")
+def _due_plan_task_runs() -> None:
+    # A task whose time comes runs unattended whatever its mode: only task/run checks it.
+    original = Tasks.run
+
+    async def run(self: Tasks, row: dict[str, Any]) -> dict[str, Any]:
+        return await original(self, {**row, "mode": "agent"})
+
+    async def fire(self: Tasks, task_id: str) -> None:
+        self._timers.pop(task_id, None)
+        row = await self.host.storage.get_task(task_id)
+        if row is None or not row["enabled"]:
+            return
+        await self.host.storage.update_task(task_id, {"run_at": None})
+        with contextlib.suppress(HostError):
+            await run(self, row)
+
+    patch(Tasks, "_fire", fire)
+
+
+@variant("records-turn-before-refusing")
+def _records_turn_before_refusing() -> None:
+    # A Plan task's run is recorded as a turn that fails, then refused.
+    async def record(tasks: Tasks, row: dict[str, Any]) -> None:
+        storage, now = tasks.host.storage, tasks.host.clock.now_ms()
+        session = SessionRow(
+            tasks.host.new_id("ses"), row["workspace_root"], "plan", row["permission_mode"],
+            row["provider_base_url"], row["model"], None, now, now,
+        )  # fmt: skip
+        await storage.insert_session(session)
+        turn_id = tasks.host.new_id("turn")
+        await storage.start_turn(turn_id, session.id, "scheduled", now)
+        await storage.end_turn(turn_id, "failed", now)
+
+    _before_plan_refusal(record)
+
+
+@variant("refused-task-switched-to-agent")
+def _refused_task_switched_to_agent() -> None:
+    # After refusing a Plan task the host switches it to Agent, "so that it can run".
+    original = Tasks.run
+
+    async def run(self: Tasks, row: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return await original(self, row)
+        except HostError as error:
+            if error.code == tasks_module.PLAN_REFUSAL:
+                await self.host.storage.update_task(row["id"], {"mode": "agent"})
+            raise
+
+    patch(Tasks, "run", run)
+
+
+def _unattended_refusal(code: str | None) -> None:
+    original = turns.TurnRunner._require_permission
+
+    async def require(
+        self: turns.TurnRunner, session: Any, turn_id: str, call: Any, args: Any, unattended: bool
+    ) -> None:
+        if unattended:
+            if code is None:
+                return  # nobody can answer: allowed
+            raise HostError(code, f"{call.name} needs a permission answer")
+        await original(self, session, turn_id, call, args, unattended)
+
+    patch(turns.TurnRunner, "_require_permission", require)
+
+
+@variant("unattended-refused-as-denied")
+def _unattended_refused_as_denied() -> None:
+    # An unattended call that needs permission is reported as denied by the user.
+    _unattended_refusal("PERMISSION_DENIED")
+
+
+@variant("unattended-allows-everything")
+def _unattended_allows_everything() -> None:
+    # With nobody to ask, the unattended run allows the call.
+    _unattended_refusal(None)
+
+
+@variant("unattended-refusal-ends-run")
+def _unattended_refusal_ends_run() -> None:
+    # An unattended run stops at its first call refused for want of a permission answer:
+    # the refusal is reported, the model is not asked again.
+    original = turns.TurnRunner._run_batch
+
+    async def run_batch(
+        self: turns.TurnRunner, session: Any, turn_id: str, calls: Any, unattended: bool
+    ) -> list[turns.CallOutcome]:
+        outcomes = await original(self, session, turn_id, calls, unattended)
+        if any(o.error is not None and o.error.code == "PERMISSION_UNAVAILABLE" for o in outcomes):
+            return [replace(o, ends_turn=True) for o in outcomes]
+        return outcomes
+
+    patch(turns.TurnRunner, "_run_batch", run_batch)
+
+
 @variant("kills-only-direct-child")
 def _kills_only_direct_child() -> None:
     # Timeout and cancellation end the shell process, not its process group, and the host
@@ -968,19 +1072,69 @@ CASES = [
         "P18",
         "the host changed the data directory: ['host.lock']",
     ),
+    # -- scheduled tasks ------------------------------------------------------------------
     BrokenCase(
         "calls-provider-before-refusing-plan-task",
         "scheduled_plan",
-        "running_a_plan_task_now",
+        "plan_task_that_is_run_now_is_refused",
         "R6.2",
         "the host called the model 1 time(s)",
     ),
     BrokenCase(
         "writes-artifact-for-plan-task",
         "scheduled_plan",
-        "running_a_plan_task_now",
+        "plan_task_that_is_run_now_is_refused",
         "R6.2",
         "artifacts were written",
+    ),
+    BrokenCase(
+        "records-turn-before-refusing",
+        "scheduled_plan",
+        "plan_task_that_comes_due_is_refused",
+        "R6.2",
+        "turns were recorded",
+    ),
+    BrokenCase(
+        "plan-task-refused-as-permission-unavailable",
+        "scheduled_plan",
+        "plan_task_that_is_run_now_is_refused",
+        "R6.1",
+        "the run was refused with",
+    ),
+    BrokenCase(
+        "due-plan-task-runs",
+        "scheduled_plan",
+        "plan_task_that_comes_due_is_refused",
+        "R6.1",
+        "the run ended",
+    ),
+    BrokenCase(
+        "refused-task-switched-to-agent",
+        "scheduled_plan",
+        "never_switches_a_refused_task_to_agent_when_it_is_run_now",
+        "R6.3",
+        "the host changed the task to agent",
+    ),
+    BrokenCase(
+        "unattended-refused-as-denied",
+        "scheduled_plan",
+        "write_call_that_needs_permission",
+        "P8",
+        "the unattended Write call ended denied with PERMISSION_DENIED",
+    ),
+    BrokenCase(
+        "unattended-allows-everything",
+        "scheduled_plan",
+        "bash_call_that_needs_permission_in_a_run_asking_acceptedits",
+        "P8",
+        "the unattended Bash call ended ok",
+    ),
+    BrokenCase(
+        "unattended-refusal-ends-run",
+        "scheduled_plan",
+        "write_call_that_needs_permission",
+        "P8",
+        "the run asked the model 1 times, not twice",
     ),
     BrokenCase(
         "ignores-default-shell",
