@@ -150,6 +150,19 @@ class Arrangement:
 
 
 @dataclass
+class CommandWatch:
+    """The shells and the command a scenario watches."""
+
+    turn_id: str | None = None  # the turn the command runs in
+    shell: dict[str, Any] | None = None  # the catalog entry it should run in
+    executable: str | None = None  # the program the shell process really was
+    default_before: str | None = None  # the default shell id before the scenario changed it
+    chosen_default: dict[str, Any] | None = None  # the shell the user made the default
+    ran_while_running: bool | None = None  # output seen before the command ended
+    open_gates: list[int] = field(default_factory=list)  # pipe descriptors to close
+
+
+@dataclass
 class TaskState:
     """The scheduled task of the scenario and its last run."""
 
@@ -178,6 +191,7 @@ class World:
     arranged: Arrangement = field(default_factory=Arrangement)
     tasks: TaskState = field(default_factory=TaskState)
     second_host: SecondHost | None = None
+    commands: CommandWatch = field(default_factory=CommandWatch)
     active_turn: str | None = None
     last_turn_end: dict[str, Any] | None = None
     raw_frames_sent: int = 0

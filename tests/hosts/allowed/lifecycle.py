@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+from dataclasses import replace
 from typing import Any
 
 from hosts.registry import AllowedCase, patch, variant
+from reference_host import commands, provider_client, shells, turns
+from reference_host import host as host_module
 from reference_host import storage as storage_module
 from reference_host import tasks as tasks_module
 from reference_host.tasks import Tasks
@@ -144,6 +147,90 @@ def _run_finished_after_response() -> None:
     patch(Tasks, "_finish", finish_later)
 
 
+OTHER_SHELL_IDS = {"sh": "posix-default", "dash": "dash-0.5", "bash": "gnu-bash-5"}
+
+
+@variant("other-shell-ids")
+def _other_shell_ids() -> None:
+    # Shell ids are the host's choice: this host names its shells otherwise, and its path
+    # for the POSIX shell is the unresolved /bin/sh-style one. Scenarios pick shells by kind.
+    listed = shells.catalog()
+
+    def catalog() -> tuple[shells.Shell, ...]:
+        return tuple(
+            replace(shell, shell_id=OTHER_SHELL_IDS.get(shell.name, f"shell-{shell.name}"))
+            for shell in listed
+        )
+
+    def fallback_default() -> shells.Shell | None:
+        return next(iter(catalog()), None)
+
+    patch(shells, "catalog", catalog)
+    patch(shells, "fallback_default", fallback_default)
+
+
+@variant("shells-without-kinds")
+def _shells_without_kinds() -> None:
+    # A shell's kind is optional knowledge: a host that calls every shell "other" gets the
+    # scenarios that need a POSIX or a bash shell unverified, never failed.
+    patch(shells.Shell, "kind", property(lambda _self: "other"))
+
+
+@variant("other-output-cap")
+def _other_output_cap() -> None:
+    # The output cap is the host's to choose, and to announce.
+    patch(commands, "OUTPUT_CAP_BYTES", 100_000)
+    patch(host_module, "OUTPUT_CAP_BYTES", 100_000)
+
+
+async def _complete_whole(
+    client: Any,
+    config: provider_client.ProviderConfig,
+    messages: Any,
+    tools: Any,
+    on_text: Any = None,
+    *,
+    timeout: float = 60.0,  # noqa: ASYNC109 - as the published complete()
+) -> provider_client.AssistantReply:
+    """One Chat Completions call without streaming: the whole answer in one response."""
+    body: dict[str, Any] = {
+        "model": config.model,
+        "messages": [dict(m) for m in messages],
+        "stream": False,
+    }
+    if tools:
+        body["tools"] = [tool.to_wire() for tool in tools]
+    headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
+    url = config.base_url.rstrip("/") + "/chat/completions"
+    try:
+        response = await client.post(url, json=body, headers=headers, timeout=timeout)
+    except Exception as exc:
+        raise provider_client.ProviderError(f"provider request failed: {exc}", kind="http") from exc
+    if response.status_code != 200:
+        raise provider_client.ProviderError(
+            f"provider returned HTTP {response.status_code}",
+            kind="http",
+            status=response.status_code,
+        )
+    choice = response.json()["choices"][0]
+    message = choice["message"]
+    text = message.get("content") or ""
+    if text and on_text is not None:
+        await on_text(text)
+    calls = tuple(
+        provider_client.ToolCall(c["id"], c["function"]["name"], c["function"]["arguments"])
+        for c in message.get("tool_calls") or []
+    )
+    return provider_client.AssistantReply(text, calls, choice.get("finish_reason"))
+
+
+@variant("non-streaming-provider")
+def _non_streaming_provider() -> None:
+    # Streaming the model's answer is allowed, not required: this host asks for whole
+    # answers, so nothing is streamed while the model is still answering.
+    patch(turns, "complete", _complete_whole)
+
+
 CASES = [
     AllowedCase(
         "schema-other-spelling",
@@ -154,5 +241,25 @@ CASES = [
         "run-finished-after-response",
         "scheduled_plan",
         why="task/runFinished may come before or after the task/run response",
+    ),
+    AllowedCase(
+        "other-shell-ids",
+        "shell",
+        why="shell ids are the host's; scenarios pick shells by kind",
+    ),
+    AllowedCase(
+        "shells-without-kinds",
+        "shell",
+        why="a host need not offer a POSIX or a bash shell: those scenarios are unverified",
+    ),
+    AllowedCase(
+        "other-output-cap",
+        "shell",
+        why="the output cap is the host's choice, checked against what it announces",
+    ),
+    AllowedCase(
+        "non-streaming-provider",
+        "restart_interruption,scheduled_plan",
+        why="asking the model for whole answers, without streaming, is allowed",
     ),
 ]

@@ -20,11 +20,22 @@ from typing import Any
 import aiosqlite
 
 from hosts.registry import BrokenCase, patch, variant
-from reference_host import approvals, artifacts, commands, datadir, migration, server, shells, turns
+from reference_host import (
+    approvals,
+    artifacts,
+    commands,
+    datadir,
+    migration,
+    reaper,
+    server,
+    shells,
+    turns,
+)
 from reference_host import host as host_module
 from reference_host import storage as storage_module
 from reference_host import tasks as tasks_module
 from reference_host.errors import HostError
+from reference_host.host import Host
 from reference_host.provider_client import ProviderConfig, complete
 from reference_host.rpc import Dispatcher
 from reference_host.storage import ApprovalRow, SessionRow, Storage
@@ -751,20 +762,220 @@ def _unattended_refusal_ends_run() -> None:
 
 @variant("kills-only-direct-child")
 def _kills_only_direct_child() -> None:
-    # Timeout and cancellation end the shell process, not its process group, and the host
-    # then stops listening to the command's output, as a host that waits for the shell
-    # alone does. The command is reported ended; what it started in the background lives on
-    # (until the harness reaps the host's leftovers).
+    # Timeout and cancellation end the shell process, not its process group nor what it
+    # started: what runs in the background lives on.
     def kill_shell(process: asyncio.subprocess.Process) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(process.pid, signal.SIGKILL)
-        transport = process._transport
-        for fd in (1, 2):
-            pipe = transport.get_pipe_transport(fd)
-            if pipe is not None:
-                pipe.close()
 
-    commands._kill_group = kill_shell
+    patch(commands, "_kill_group", kill_shell)
+
+
+@variant("leaves-processes-after-exit")
+def _leaves_processes_after_exit() -> None:
+    # Only a command that is still running is ended with everything it started: when its
+    # shell exits by itself, what it left behind lives on.
+    original = commands._kill_group
+
+    def kill_group(process: asyncio.subprocess.Process) -> None:
+        if process.returncode is None:
+            original(process)
+
+    patch(commands, "_kill_group", kill_group)
+
+
+class _Polite:
+    """The signal module as a host that only ever asks processes to stop sees it."""
+
+    SIGKILL = signal.SIGTERM
+    SIGTERM = signal.SIGTERM
+
+
+@variant("stops-with-sigterm")
+def _stops_with_sigterm() -> None:
+    # Commands and what they started are ended with SIGTERM, which a process may ignore.
+    patch(reaper, "signal", _Polite)
+    patch(commands, "signal", _Polite)
+
+
+def _wrap_command_notify(wrap: Callable[[Any], Any]) -> None:
+    """Run commands with their notifications passed through ``wrap(notify)``."""
+    original = turns.run_command
+
+    async def run_command(*, notify: Any, **kwargs: Any) -> commands.CommandResult:
+        return await original(notify=wrap(notify), **kwargs)
+
+    patch(turns, "run_command", run_command)
+
+
+@variant("exited-after-turn-ended")
+def _exited_after_turn_ended() -> None:
+    # The end of a command is announced from a background task, a moment later: after the
+    # turn has ended.
+    def wrap(notify: Any) -> Any:
+        def send(method: str, params: dict[str, Any]) -> None:
+            if method == "command/exited":
+                asyncio.get_running_loop().call_later(0.3, notify, method, params)
+            else:
+                notify(method, params)
+
+        return send
+
+    _wrap_command_notify(wrap)
+
+
+@variant("buffers-output-until-exit")
+def _buffers_output_until_exit() -> None:
+    # Output is collected and sent when the command has finished.
+    def wrap(notify: Any) -> Any:
+        held: list[tuple[str, dict[str, Any]]] = []
+
+        def send(method: str, params: dict[str, Any]) -> None:
+            if method == "command/output":
+                held.append((method, params))
+                return
+            if method == "command/exited":
+                for note in held:
+                    notify(*note)
+                held.clear()
+            notify(method, params)
+
+        return send
+
+    _wrap_command_notify(wrap)
+
+
+@variant("numbers-output-per-stream")
+def _numbers_output_per_stream() -> None:
+    # stdout and stderr chunks are numbered each from 0.
+    def wrap(notify: Any) -> Any:
+        counters: dict[str, int] = {}
+
+        def send(method: str, params: dict[str, Any]) -> None:
+            if method == "command/output":
+                stream = params["stream"]
+                params = {**params, "seq": counters.get(stream, 0)}
+                counters[stream] = params["seq"] + 1
+            notify(method, params)
+
+        return send
+
+    _wrap_command_notify(wrap)
+
+
+@variant("drops-undecodable-bytes")
+def _drops_undecodable_bytes() -> None:
+    # Bytes that are not UTF-8 are dropped from the streamed text.
+    def wrap(notify: Any) -> Any:
+        def send(method: str, params: dict[str, Any]) -> None:
+            if method == "command/output":
+                params = {**params, "text": params["text"].replace("\ufffd", "")}
+            notify(method, params)
+
+        return send
+
+    _wrap_command_notify(wrap)
+
+
+@variant("chunks-too-large")
+def _chunks_too_large() -> None:
+    # Output is gathered into chunks of up to 64 Ki characters before it is streamed.
+    def wrap(notify: Any) -> Any:
+        pending: list[dict[str, Any]] = []
+        seq = 0
+
+        def flush() -> None:
+            nonlocal seq
+            if pending:
+                text = "".join(p["text"] for p in pending)
+                notify("command/output", {**pending[0], "seq": seq, "text": text})
+                seq += 1
+                pending.clear()
+
+        def send(method: str, params: dict[str, Any]) -> None:
+            if method == "command/output":
+                if pending and pending[0]["stream"] != params["stream"]:
+                    flush()
+                pending.append(params)
+                if sum(len(p["text"]) for p in pending) >= 65536:
+                    flush()
+                return
+            flush()
+            notify(method, params)
+
+        return send
+
+    _wrap_command_notify(wrap)
+
+
+@variant("enforces-another-cap")
+def _enforces_another_cap() -> None:
+    # The cap the host enforces is four times the one it announces.
+    patch(commands, "OUTPUT_CAP_BYTES", commands.OUTPUT_CAP_BYTES * 4)
+
+
+@variant("cap-off-by-one")
+def _cap_off_by_one() -> None:
+    # Output that reaches the cap exactly is marked truncated.
+    original = commands._Collector.keep
+
+    def keep(self: Any, data: bytes) -> bytes:
+        part: bytes = original(self, data)
+        if len(self.kept) >= commands.OUTPUT_CAP_BYTES:
+            self.truncated = True
+        return part
+
+    patch(commands._Collector, "keep", keep)
+
+
+@variant("timeout-reported-ok")
+def _timeout_reported_ok() -> None:
+    # A command that timed out is reported to the model like any finished command.
+    original = turns.TurnRunner._bash
+
+    async def bash(self: Any, session: Any, turn_id: str, args: dict[str, Any]) -> Any:
+        outcome = await original(self, session, turn_id, args)
+        if outcome.error is not None and outcome.error.code == "COMMAND_TIMED_OUT":
+            return turns.CallOutcome("ok", outcome.output)
+        return outcome
+
+    patch(turns.TurnRunner, "_bash", bash)
+
+
+@variant("cancel-not-flagged")
+def _cancel_not_flagged() -> None:
+    # A command ended by a cancelled turn is reported as if it had been killed.
+    def wrap(notify: Any) -> Any:
+        def send(method: str, params: dict[str, Any]) -> None:
+            if method == "command/exited":
+                params = {**params, "cancelled": False}
+            notify(method, params)
+
+        return send
+
+    _wrap_command_notify(wrap)
+
+
+@variant("audit-without-exit-code")
+def _audit_without_exit_code() -> None:
+    # The audit records every command as having exited with code 0.
+    original = turns._audit_row
+
+    def audit_row(audit: dict[str, Any], result: Any, ended_at: int) -> dict[str, Any]:
+        return {**original(audit, result, ended_at), "exit_code": 0}
+
+    patch(turns, "_audit_row", audit_row)
+
+
+@variant("audit-without-flags")
+def _audit_without_flags() -> None:
+    # The audit does not record whether a command timed out or was cancelled.
+    original = turns._audit_row
+
+    def audit_row(audit: dict[str, Any], result: Any, ended_at: int) -> dict[str, Any]:
+        return {**original(audit, result, ended_at), "timed_out": 0, "cancelled": 0}
+
+    patch(turns, "_audit_row", audit_row)
 
 
 @variant("ignores-default-shell")
@@ -777,7 +988,62 @@ def _ignores_default_shell() -> None:
     async def run_command(*, shell: shells.Shell, **kwargs: Any) -> commands.CommandResult:
         return await original(shell=replace(shell, path=sh.path), **kwargs)
 
-    turns.run_command = run_command
+    patch(turns, "run_command", run_command)
+
+
+@variant("ignores-session-shell")
+def _ignores_session_shell() -> None:
+    # Commands run in the default shell whatever the session chose.
+    original = turns.TurnRunner._bash
+
+    async def bash(self: Any, session: SessionRow, turn_id: str, args: dict[str, Any]) -> Any:
+        return await original(self, replace(session, shell_id=None), turn_id, args)
+
+    patch(turns.TurnRunner, "_bash", bash)
+
+
+@variant("default-shell-in-memory")
+def _default_shell_in_memory() -> None:
+    # The default shell is kept in memory only, so a restart forgets it.
+    chosen: dict[str, str] = {}
+
+    async def set_default(self: Host, params: dict[str, Any]) -> dict[str, Any]:
+        shell = host_module._require_shell(params["shellId"])
+        chosen["id"] = shell.shell_id
+        return {"defaultShellId": shell.shell_id}
+
+    async def default_shell_id(self: Host) -> str | None:
+        fallback = shells.fallback_default()
+        return chosen.get("id") or (fallback.shell_id if fallback else None)
+
+    patch(Host, "shell_set_default", set_default)
+    patch(Host, "default_shell_id", default_shell_id)
+
+
+@variant("accepts-unknown-default-shell")
+def _accepts_unknown_default_shell() -> None:
+    # Any id is accepted as the default shell; commands fall back to sh.
+    async def set_default(self: Host, params: dict[str, Any]) -> dict[str, Any]:
+        await self.storage.set_setting(host_module.DEFAULT_SHELL_KEY, params["shellId"])
+        return {"defaultShellId": params["shellId"]}
+
+    patch(Host, "shell_set_default", set_default)
+
+
+@variant("shell-change-while-busy")
+def _shell_change_while_busy() -> None:
+    # A change of the session's shell alone is applied even while a turn runs.
+    original = Host.session_configure
+
+    async def configure(self: Host, params: dict[str, Any]) -> dict[str, Any]:
+        if set(params) == {"sessionId", "shellId"}:
+            row = await self.require_session(params["sessionId"])
+            updated = replace(row, shell_id=params["shellId"], updated_at=self.clock.now_ms())
+            await self.storage.update_session(updated)
+            return {"session": self.session_wire(updated)}
+        return await original(self, params)
+
+    patch(Host, "session_configure", configure)
 
 
 CASES = [
@@ -1136,31 +1402,157 @@ CASES = [
         "P8",
         "the run asked the model 1 times, not twice",
     ),
+    # -- shells and commands ----------------------------------------------------------------
     BrokenCase(
         "ignores-default-shell",
         "shell",
-        "command_runs_in_the_default_shell",
+        "default_shell_when_that_is_the_bash",
         "R7.6",
-        "the process ran /",
+        "the process ran",
     ),
-    # The command is reported ended while its background process lives on; the check
-    # waits for that process to end, in vain.
+    BrokenCase(
+        "ignores-session-shell",
+        "shell",
+        "sessions_shell_wins",
+        "R7.3",
+        "was announced in",
+    ),
+    BrokenCase(
+        "default-shell-in-memory",
+        "shell",
+        "default_shell_survives_a_restart",
+        "R7.6",
+        "after the restart the default shell is",
+    ),
+    BrokenCase(
+        "accepts-unknown-default-shell",
+        "shell",
+        "unknown_default_shell",
+        "R7.6",
+        "expected the host to refuse",
+    ),
+    BrokenCase(
+        "shell-change-while-busy",
+        "shell",
+        "another_shell_while_a_turn_runs",
+        "R5.4",
+        "expected the host to refuse",
+    ),
+    BrokenCase(
+        "buffers-output-until-exit",
+        "shell",
+        "output_arrives_while_the_command",
+        "R7.3",
+        "arrived only after the command had ended",
+        slow=True,  # the check waits its timeout for output that never comes in time
+    ),
+    BrokenCase(
+        "numbers-output-per-stream",
+        "shell",
+        "stream_apart_in_order",
+        "P20",
+        "output sequence numbers",
+    ),
+    BrokenCase(
+        "drops-undecodable-bytes",
+        "shell",
+        "not_utf8",
+        "P20",
+        "'ok\\n'",
+    ),
+    BrokenCase(
+        "chunks-too-large",
+        "shell",
+        "longer_than_64_kib",
+        "P20",
+        "chunks of 65536 characters",
+    ),
+    BrokenCase(
+        "enforces-another-cap",
+        "shell",
+        "past_the_announced_cap",
+        "P20",
+        "output past the cap was not marked truncated",
+    ),
+    BrokenCase(
+        "cap-off-by-one",
+        "shell",
+        "exactly_at_the_announced_cap",
+        "P20",
+        "output of exactly the cap was marked truncated",
+    ),
+    BrokenCase(
+        "enforces-another-cap",
+        "shell",
+        "both_streams_count",
+        "P20",
+        "the output was not marked truncated",
+        label="both-streams",
+    ),
+    # What a command started outlives it: the check waits for those processes, in vain.
     BrokenCase(
         "kills-only-direct-child",
         "shell",
-        "cancelling_the_turn_ends_the_command",
-        "C5",
-        "is still alive after",
-        slow=True,
+        "behind_a_double_fork_ends_when_the_turn_is_cancelled",
+        "P19",
+        "are still alive after it ended",
         label="on-cancel",
     ),
     BrokenCase(
         "kills-only-direct-child",
         "shell",
-        "command_that_times_out",
-        "C5",
-        "is still alive after",
-        slow=True,
+        "in_a_session_of_its_own_ends_when_its_command_times_out",
+        "P19",
+        "are still alive after it ended",
         label="on-timeout",
+    ),
+    BrokenCase(
+        "leaves-processes-after-exit",
+        "shell",
+        "in_the_background_ends_when_its_command_exits",
+        "P19",
+        "are still alive after it ended",
+    ),
+    BrokenCase(
+        "stops-with-sigterm",
+        "shell",
+        "ignoring_requests_to_stop_ends_when_its_command_exits",
+        "P19",
+        "are still alive after it ended",
+    ),
+    BrokenCase(
+        "exited-after-turn-ended",
+        "shell",
+        "in_the_background_ends_when_its_command_exits",
+        "P19",
+        "announced in the order ['turn/ended', 'command/exited']",
+    ),
+    BrokenCase(
+        "timeout-reported-ok",
+        "shell",
+        "in_the_background_ends_when_its_command_times_out",
+        "P19",
+        "the timed-out command's tool result is ok",
+    ),
+    BrokenCase(
+        "cancel-not-flagged",
+        "shell",
+        "cancelled_is_recorded_for_audit",
+        "C5",
+        "the end of the cancelled command reads {'cancelled': False",
+    ),
+    BrokenCase(
+        "audit-without-exit-code",
+        "shell",
+        "command_that_exits_is_recorded_for_audit",
+        "C5",
+        "'exit_code': (0, 3)",
+    ),
+    BrokenCase(
+        "audit-without-flags",
+        "shell",
+        "command_that_times_out_is_recorded_for_audit",
+        "C5",
+        "'timed_out': (0, 1)",
     ),
 ]
