@@ -231,6 +231,30 @@ def _recovery_reinterrupts() -> None:
     _recovery(approvals_where="status IN ('pending', 'interrupted')")
 
 
+@variant("recovery-skips-running")
+def _recovery_skips_running() -> None:
+    # Only executions still in the queue are interrupted: a running one is left running.
+    _recovery(executions_where="execution_state = 'queued'")
+
+
+@variant("interrupted-approval-still-blocks")
+def _interrupted_approval_still_blocks() -> None:
+    # After a restart the host rebuilds what each session is busy with from storage, and
+    # takes an interrupted approval for one still pending: the session refuses new work.
+    original = Tasks.schedule_all
+
+    async def schedule_all(self: Tasks) -> None:
+        await original(self)
+        async with self.host.storage._conn.execute(
+            "SELECT session_id, id FROM plan_approvals WHERE status = 'interrupted' "
+            "AND legacy_proposal_json IS NULL"
+        ) as cursor:
+            for session_id, approval_id in await cursor.fetchall():
+                self.host.set_activity(session_id, pending_approval_id=approval_id)
+
+    patch(Tasks, "schedule_all", schedule_all)
+
+
 @variant("interrupted-plan-session-to-agent")
 def _interrupted_plan_session_to_agent() -> None:
     # Recovery puts a session whose pending plan it interrupted into Agent mode.
@@ -657,6 +681,17 @@ def _writes_artifact_for_plan_task() -> None:
     _before_plan_refusal(write)
 
 
+@variant("task-mode-change-ignored")
+def _task_mode_change_ignored() -> None:
+    # task/update answers with the new mode but keeps the mode the task was created with.
+    original = Storage.update_task
+
+    async def update(self: Storage, task_id: str, changes: dict[str, Any]) -> None:
+        await original(self, task_id, {k: v for k, v in changes.items() if k != "mode"})
+
+    patch(Storage, "update_task", update)
+
+
 @variant("plan-task-refused-as-permission-unavailable")
 def _plan_task_refused_as_permission_unavailable() -> None:
     # A Plan task is refused with the code of an unattended permission question.
@@ -1080,6 +1115,13 @@ CASES = [
         "storage still showed the execution queued",
     ),
     BrokenCase(
+        "recovery-skips-running",
+        "restart_interruption",
+        "running_execution_is_interrupted_when_the_host_restarts",
+        "C8",
+        "storage still showed the execution running",
+    ),
+    BrokenCase(
         "recovery-without-status-code",
         "restart_interruption",
         "pending_approval_is_interrupted_when_the_host_restarts",
@@ -1122,6 +1164,13 @@ CASES = [
         "pending_approval_is_interrupted_when_the_host_restarts",
         "R4.13",
         "after the restart the session is in agent",
+    ),
+    BrokenCase(
+        "interrupted-approval-still-blocks",
+        "restart_interruption",
+        "user_can_ask_for_a_new_plan",
+        "R4.13",
+        "APPROVAL_PENDING",
     ),
     BrokenCase(
         "interrupted-execution-back-to-plan",
@@ -1380,6 +1429,13 @@ CASES = [
         "never_switches_a_refused_task_to_agent_when_it_is_run_now",
         "R6.3",
         "the host changed the task to agent",
+    ),
+    BrokenCase(
+        "task-mode-change-ignored",
+        "scheduled_plan",
+        "task_changed_to_agent_runs_unattended",
+        "R6.3",
+        "the run ended refused",
     ),
     BrokenCase(
         "unattended-refused-as-denied",
