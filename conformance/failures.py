@@ -110,7 +110,9 @@ def classify(
     garbled = _not_json(violations)
     if isinstance(error, HostStoppedError):
         first, rest = _split(str(error))
-        return Verdict("errored", "host-stopped", f"{_exit_phrase(exit_info)}: {first}", rest)
+        phrase = _exit_phrase(exit_info)
+        message = first if first.startswith(phrase) else f"{phrase}: {first}"
+        return Verdict("errored", "host-stopped", message, rest)
     if isinstance(error, HarnessError):
         first, rest = _split(str(error))
         return Verdict("harness-error", "harness", first, rest)

@@ -248,7 +248,16 @@ class Approvals:
         session_wire = await host.publish_session(session_id)
         if not host.faults.take("holdExecution"):
             prompt = _execution_prompt(approved, content)
-            await host.turns.start(agent, "execution", prompt, approved)
+            try:
+                await host.turns.start(agent, "execution", prompt, approved)
+            except BaseException:
+                # The execution never started: it is interrupted, never left queued with
+                # the session busy for good.
+                try:
+                    await self.execution_finished(approved.id, "interrupted")
+                finally:
+                    host.set_activity(session_id, active_execution_id=None)
+                raise
         return {"approval": approval_wire(approved), "session": session_wire}
 
     async def reject(self, session_id: str, approval_id: str) -> dict[str, Any]:

@@ -25,12 +25,12 @@ from typing import Any
 
 from reference_host.clock import Clock
 from reference_host.ids import new_id
+from reference_host.options import OUTPUT_CAP_BYTES
 from reference_host.reaper import COMMAND_ENV, adopt_orphans, end_command, reap_orphans
 from reference_host.shells import Shell
 
 CHUNK_BYTES = 4096
 CHUNK_CHARS = 16384
-OUTPUT_CAP_BYTES = 256 * 1024
 DEFAULT_TIMEOUT_MS = 120_000
 TRUNCATION_MARKER = "\n[output truncated by the host]\n"
 OUTPUT_GRACE_S = 1.0
@@ -192,6 +192,8 @@ async def run_command(
             on_start=on_start,
         )
     finally:
+        if process.returncode is None:  # cancelled before it was supervised
+            _kill_group(process)
         _COMMANDS.pop(process.pid, None)
         if _spawning == 0:
             reap_orphans(keep=set(_COMMANDS))
@@ -214,7 +216,17 @@ async def _supervise(
     on_start: Callable[[str], Any] | None,
 ) -> CommandResult:
     """Stream the command's output until it ends, then end everything it started."""
-    pipes = [await _read_pipe(fd) for fd in read_ends]
+    pipes: list[tuple[asyncio.StreamReader, asyncio.ReadTransport]] = []
+    try:
+        for fd in read_ends:
+            pipes.append(await _read_pipe(fd))
+    except BaseException:
+        for _reader, transport in pipes:
+            transport.close()
+        for fd in read_ends[len(pipes) :]:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        raise
     notify(
         "command/started",
         {

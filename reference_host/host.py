@@ -12,10 +12,9 @@ from pi_contract import PROTOCOL_VERSION
 from reference_host import shells
 from reference_host.approvals import Approvals, approval_wire
 from reference_host.clock import Clock, ManualClock
-from reference_host.commands import OUTPUT_CAP_BYTES
 from reference_host.errors import HostError
 from reference_host.ids import new_id
-from reference_host.options import FAULT_POINTS, Faults, HostOptions
+from reference_host.options import FAULT_POINTS, OUTPUT_CAP_BYTES, Faults, HostOptions
 from reference_host.permissions import PermissionBroker
 from reference_host.ports import Notify
 from reference_host.rpc import Handler

@@ -10,18 +10,18 @@ from pydantic import ValidationError
 
 from conformance.commands.common import EXIT_OK, EXIT_REGRESSION, UsageProblem, writable_folder
 from conformance.expectations import Expectations, ExpectationsError
-from conformance.reports import load_summary, write_all
+from conformance.reports import SUMMARY_FILE, load_summary, write_all
 from conformance.reports.text import render_console
 from conformance.requirements import active_catalog
 from conformance.scenarios import all_scenarios
-from conformance.summary_model import RunInfo, ScenarioResult, Summary
+from conformance.summary_model import FORMAT_VERSION, RunInfo, ScenarioResult, Summary
 from conformance.verdicts import build_summary
 
 
 def add_parsers(commands: Any) -> None:
     """Register ``merge``."""
     merge = commands.add_parser(
-        "merge", help="combine shard reports into one summary, junit and Markdown report"
+        "merge", help="combine shard reports into one set of reports, as if the run had been whole"
     )
     merge.add_argument("reports", nargs="+", type=Path, help="report folders or summary.json files")
     merge.add_argument("--report", type=Path, default=Path("conformance-report"), help="output")
@@ -33,14 +33,34 @@ def read_summaries(paths: list[Path]) -> list[Summary]:
     """Load each summary; a missing or foreign file is a usage problem."""
     summaries: list[Summary] = []
     for path in paths:
+        if not path.exists():
+            raise UsageProblem(
+                f"{path} does not exist; give report folders or their summary.json files"
+            )
         try:
             summaries.append(load_summary(path))
         except FileNotFoundError:
-            raise UsageProblem(f"{path}: no summary.json there") from None
-        except (ValidationError, ValueError) as problem:
-            first = str(problem).splitlines()[0]
-            raise UsageProblem(f"{path}: not a pi-conformance summary: {first}") from None
+            raise UsageProblem(
+                f"{path}: no {SUMMARY_FILE} in this folder; give a folder written by "
+                "'pi-conformance run --report' or its summary.json"
+            ) from None
+        except OSError as problem:
+            raise UsageProblem(f"{path}: cannot be read: {problem.strerror}") from None
+        except ValidationError as problem:
+            raise UsageProblem(
+                f"{path}: not a pi-conformance {SUMMARY_FILE} (format {FORMAT_VERSION}): "
+                f"{_first_error(problem)}"
+            ) from None
     return summaries
+
+
+def _first_error(problem: ValidationError) -> str:
+    """The first thing wrong, as 'where: what', and how many more there are."""
+    errors = problem.errors(include_url=False)
+    first = errors[0]
+    where = ".".join(str(part) for part in first["loc"]) or "the file"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{where}: {first['msg'].lower()}{more}"
 
 
 def merge_summaries(summaries: list[Summary], expectations: Expectations) -> Summary:

@@ -6,6 +6,7 @@ import json
 import shlex
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,11 +16,12 @@ SERVE = Path(__file__).with_name("serve.py")
 
 @dataclass(frozen=True)
 class Run:
-    """The exit status, the summary and the console output of one run."""
+    """The exit status, the summary, the console output and the report folder of one run."""
 
     status: int
     summary: dict[str, Any]
     output: str
+    report: Path = Path()
 
     def scenarios(self, *statuses: str) -> list[dict[str, Any]]:
         """The scenarios with one of ``statuses``."""
@@ -30,8 +32,16 @@ class Run:
         return next(r["status"] for r in self.summary["requirements"] if r["id"] == requirement_id)
 
 
-def run_suite(report: Path, areas: str, keyword: str = "", variant: str | None = None) -> Run:
-    """Run the selected scenarios against ``variant`` (default: the unpatched host)."""
+def run_suite(
+    report: Path,
+    areas: str,
+    keyword: str = "",
+    variant: str | None = None,
+    workers: int = 1,
+    extra: Sequence[str] = (),
+) -> Run:
+    """Run the selected scenarios against ``variant`` (default: the unpatched host);
+    ``extra`` are further options of ``pi-conformance run``."""
     host = ["--host-cmd", shlex.join([sys.executable, str(SERVE), variant])] if variant else []
     selection = ["--areas", areas] + (["-k", keyword] if keyword else [])
     completed = subprocess.run(
@@ -45,7 +55,8 @@ def run_suite(report: Path, areas: str, keyword: str = "", variant: str | None =
             str(report),
             *selection,
             "--workers",
-            "1",
+            str(workers),
+            *extra,
             "-q",
         ],
         capture_output=True,
@@ -58,4 +69,5 @@ def run_suite(report: Path, areas: str, keyword: str = "", variant: str | None =
     assert summary_file.exists(), (
         f"the run wrote no summary (status {completed.returncode})\n{output}"
     )
-    return Run(completed.returncode, json.loads(summary_file.read_text(encoding="utf-8")), output)
+    summary = json.loads(summary_file.read_text(encoding="utf-8"))
+    return Run(completed.returncode, summary, output, report)
