@@ -7,8 +7,8 @@ Feature: A restart interrupts, and never replays
   Consequences).
 
   A host stops either cleanly or by crashing. A crash can only be staged when the host runs
-  as a process of its own, so those examples carry @subprocess_only and are left out,
-  visibly, when the host runs inside the harness.
+  as a process of its own; those examples are left out, visibly, when the host runs inside
+  the harness.
 
   Only one host serves a data directory at a time: a second one refuses to start and
   leaves the first alone (project rule P17).
@@ -192,8 +192,7 @@ Feature: A restart interrupts, and never replays
 
     @R4.3 @R2.6
     Scenario: An approval and its execution are one stored record
-      Given a plan titled "Stored" is awaiting approval
-      And the model will answer "Carried out."
+      Given a plan titled "Stored" is awaiting approval and the model will carry it out
       When the user approves the plan with permission mode accept-edits
       And the execution has finished
       Then the approval's record keeps the title and the question in their own fields

@@ -165,6 +165,15 @@ def finished_plan(world: World, title: str, outcome: str) -> None:
     world.provider.set_fallback(None)
 
 
+@given(
+    parsers.parse('a plan titled "{title}" is awaiting approval and the model will carry it out')
+)
+def plan_to_carry_out(world: World, title: str) -> None:
+    plan_awaiting(world, title)
+    world.provider.set_fallback(None)  # only the one scripted answer
+    world.provider.enqueue(TextReply("The plan is carried out."))
+
+
 @given("another session has a plan awaiting approval")
 def other_session_pending(world: World) -> None:
     other = world.workspace.parent / "other-project"
@@ -448,6 +457,7 @@ def _data_dir_files(data_dir: Path) -> dict[str, str]:
 
 @when("a second host starts on the same data directory")
 def second_host(world: World) -> None:
+    world.provider.set_fallback(None)  # a request from either host must be one scripted
     second = SecondHost(files_before=_data_dir_files(world.data_dir))
     host = world.driver.start(world.data_dir)
     client = HostClient(host, world.timeout)
