@@ -47,6 +47,7 @@ STEP_MODULES = (
     "conformance.steps.execution",
     "conformance.steps.boundaries",
     "conformance.steps.restart",
+    "conformance.steps.storage",
     "conformance.steps.migration",
     "conformance.steps.tasks",
     "conformance.steps.shell",

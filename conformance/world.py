@@ -132,11 +132,28 @@ class PlanState:
 
 @dataclass
 class RestartObservation:
-    """What the first answers of a restarted host showed."""
+    """What the first answers of a restarted host showed, and what came before them."""
 
     stored_at_first_answer: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     approvals: list[dict[str, Any]] = field(default_factory=list)
     session: dict[str, Any] | None = None
+    # session alias -> its approvals, as the host listed them before and after the restart
+    approvals_before: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    approvals_after: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    stored_before: dict[str, dict[str, tuple[Any, ...]]] = field(default_factory=dict)
+    answers_before: dict[str, Any] = field(default_factory=dict)  # read -> its result
+    workspace_before: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class SecondHost:
+    """A second host process started on the data dir a live host holds."""
+
+    lines: list[Any] = field(default_factory=list)  # every JSON value it wrote
+    exit_status: int | None = None
+    served: bool = False  # it answered initialize
+    stderr: str = ""
+    files_before: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -146,6 +163,8 @@ class SeededDatabase:
     tables: dict[str, list[tuple[Any, ...]]] = field(default_factory=dict)
     digest: str | None = None
     refusal: str | None = None  # why the host stopped instead of serving
+    files: dict[str, str] = field(default_factory=dict)  # the data dir's tree, by digest
+    approvals: list[tuple[Any, ...]] = field(default_factory=list)  # seeded v8 approvals
 
 
 @dataclass
@@ -234,6 +253,19 @@ class SessionsState:
 
 
 @dataclass
+class CommandWatch:
+    """The shells and the command a scenario watches."""
+
+    turn_id: str | None = None  # the turn the command runs in
+    shell: dict[str, Any] | None = None  # the catalog entry it should run in
+    executable: str | None = None  # the program the shell process really was
+    default_before: str | None = None  # the default shell id before the scenario changed it
+    chosen_default: dict[str, Any] | None = None  # the shell the user made the default
+    ran_while_running: bool | None = None  # output seen before the command ended
+    open_gates: list[int] = field(default_factory=list)  # pipe descriptors to close
+
+
+@dataclass
 class TaskState:
     """The scheduled task of the scenario and its last run."""
 
@@ -265,6 +297,8 @@ class World:
     boundary: SessionsState = field(default_factory=SessionsState)
     script: ModelScript = field(default_factory=ModelScript)
     search: ConcurrentSearch = field(default_factory=ConcurrentSearch)
+    second_host: SecondHost | None = None
+    commands: CommandWatch = field(default_factory=CommandWatch)
     active_turn: str | None = None
     last_turn_end: dict[str, Any] | None = None
     raw_frames_sent: int = 0
@@ -281,10 +315,15 @@ class World:
 
     # -- host lifecycle -----------------------------------------------------------------
 
-    def start_host(self) -> RunningHost:
-        """Start a host on this scenario's data dir (stopping none: call stop first)."""
+    def start_host(self, create_data_dir: bool = True) -> RunningHost:
+        """Start a host on this scenario's data dir (stopping none: call stop first).
+
+        The harness creates the data dir first, unless the scenario arranged it itself
+        (``create_data_dir=False``, for a data dir that is deliberately not a folder).
+        """
         assert self.host is None, "a host is already running"
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if create_data_dir:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
         self.host = self.driver.start(self.data_dir)
         self.client = HostClient(self.host, self.timeout)
         self.client_offset = time.monotonic() - self.started_at
