@@ -17,7 +17,7 @@ from conformance.blame import blame, verifies
 from conformance.capabilities import require_fault_point
 from conformance.mock_provider import StallReply, TextReply
 from conformance.steps.model import default_markdown, script_plan, submit_plan_call
-from conformance.steps.plan import snapshot
+from conformance.steps.plan import latest_approval, snapshot
 from conformance.steps.sessions import create_session_in_mode, read_session, session_id
 from conformance.world import ApprovalSnapshot, Outcome, SubmittedPlan, World, need
 
@@ -227,8 +227,10 @@ def try_another_plan(world: World) -> None:
 
 
 def _mark_action(world: World) -> None:
-    world.cursors.approve = world.mark()
-    world.cursors.provider_approve = len(world.provider.requests())
+    world.cursors.approve = world.cursors.decision = world.mark()
+    world.cursors.provider_approve = world.cursors.provider_decision = len(
+        world.provider.requests()
+    )
     world.arranged.workspace_before = snapshot(world.workspace)
     world.plan.clock_at_decision = clock_now(world)
 
@@ -247,7 +249,8 @@ def _unchecked(world: World, method: str, params: dict[str, Any]) -> Outcome:
 
 def _close_execution(world: World) -> None:
     """Script the model's last answer of the execution, unless a step already did."""
-    if world.plan.closing_scripted:
+    if world.plan.closing_scripted or world.provider.pending_replies():
+        # a step already scripted what the model says in the execution
         world.plan.closing_scripted = False
         return
     world.provider.enqueue(TextReply(CLOSING_TEXT))
@@ -271,6 +274,8 @@ def approve_step(world: World, mode: str) -> None:
 
 @given("the user rejected the plan")
 def rejected(world: World) -> None:
+    if world.plan.approval is None:  # a plan the planning steps asked for
+        world.plan.approval = latest_approval(world)
     _mark_action(world)
     world.attempt("approval/reject", _approval_ref(world)).require_result()
 

@@ -61,13 +61,6 @@ def try_prompt(world: World) -> None:
     world.attempt("session/prompt", {"sessionId": session_id(world), "text": "One more thing."})
 
 
-@when("the user tries to ask for another plan")
-def try_another_plan(world: World) -> None:
-    world.attempt(
-        "session/prompt", {"sessionId": session_id(world), "text": "Plan something else."}
-    )
-
-
 @when(parsers.parse("the user tries to switch the session to {mode} mode"))
 def try_switch(world: World, mode: str) -> None:
     remember_configuration(world)

@@ -256,13 +256,23 @@ def earlier_conversation(world: World) -> None:
 
 def latest_approval(world: World) -> dict[str, Any]:
     """The newest approval of the main session, as the host reports it now."""
-    approvals = request(world, "approval/list", {"sessionId": session_id(world)})["approvals"]
+    approvals: list[dict[str, Any]] = request(
+        world, "approval/list", {"sessionId": session_id(world)}
+    )["approvals"]
     assert approvals, "the host lists no approval for the session"
-    latest: dict[str, Any] = approvals[-1]
-    return latest
+    # The contract gives approval/list no order: find the newest by what the harness knows.
+    of_turn = [a for a in approvals if a["turnId"] is not None and a["turnId"] == world.active_turn]
+    if len(of_turn) == 1:
+        return of_turn[0]
+    pending = [a for a in approvals if a["status"] == "pending"]
+    if len(pending) == 1:
+        return pending[0]
+    newest = max(a["createdAt"] for a in approvals)
+    latest = [a for a in approvals if a["createdAt"] == newest]
+    assert len(latest) == 1, f"cannot tell which approval is the newest: {approvals}"
+    return latest[0]
 
 
-@given("the user rejected the plan")
 @given("the user rejects the plan")
 @when("the user rejects the plan")
 def reject_plan(world: World) -> None:
