@@ -311,8 +311,8 @@ class Storage:
 
     async def insert_approval(self, row: ApprovalRow) -> None:
         """Commit a new pending approval (only after its artifact is on disk, §2)."""
-        async with self.transaction() as conn:
-            await conn.execute(
+        async with self._writing:  # one statement in autocommit: one durable round trip
+            await self._conn.execute(
                 f"INSERT INTO plan_approvals ({APPROVAL_COLUMNS}) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 tuple(row.__dict__.values()),
