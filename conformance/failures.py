@@ -126,6 +126,11 @@ def classify(
                 + garbled[0].message[:200],
                 first,
             )
+        if world is not None and world.host is not None and exit_info and not exit_info.running:
+            # The wait ran out because the live host went away: that is what to report first.
+            phrase = _exit_phrase(exit_info)
+            first = first.replace(f"before {phrase}", "before it stopped")
+            return Verdict("errored", "host-stopped", f"{phrase}: {first}", rest)
         if first.startswith("no response to"):
             return Verdict("errored", "host-hung", f"the host hung: {first}", rest)
         blamed = blamed_requirements(None, step_function, tags)

@@ -175,7 +175,10 @@ CASES = [
     Case(
         "unknown-option",
         lambda d: ["--colour", "always"],
-        ("unrecognized arguments: --colour always", "see 'pi-conformance --help'"),
+        (
+            "pi-conformance run: unrecognized arguments: --colour always",
+            "see 'pi-conformance run --help'",
+        ),
     ),
     Case(
         "no-command",
