@@ -1,5 +1,6 @@
-"""Startup recovery ends a scheduled run the previous process left running (§4: nothing
-running survives a restart as running, and nothing is resumed)."""
+"""The reference host's startup recovery fails a scheduled run the previous process left
+running, so ``task/list`` does not show it running forever; nothing is resumed. (The
+contract leaves how such a run reads to the host.)"""
 
 from __future__ import annotations
 

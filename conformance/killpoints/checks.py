@@ -97,8 +97,6 @@ class Checker:
             "executions still queued or running": "SELECT id FROM plan_approvals "
             "WHERE execution_state IN ('queued', 'running')",
             "turns still active": "SELECT id FROM turns WHERE state = 'active'",
-            "scheduled runs still running": "SELECT id FROM scheduled_task_runs "
-            "WHERE outcome = 'running'",
         }
         with read_only(self.data_dir) as conn:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -250,13 +248,10 @@ class Checker:
             self.flag("lost-write", f"the default shell is {found!r}, acknowledged {wanted!r}")
 
     def tasks(self) -> None:
-        """Acknowledged tasks are there as acknowledged; deleted ones are gone; no run is
-        still running."""
+        """Acknowledged tasks are there as acknowledged, finished runs included; deleted
+        ones are gone. (How a run the kill cut short reads afterwards is the host's choice:
+        the contract ends its turn, and says nothing of the run's outcome.)"""
         listed = {t["taskId"]: t for t in self.client.request("task/list")["tasks"]}
-        for task in listed.values():
-            run = task.get("lastRun")
-            if run is not None and run["outcome"] == "running":
-                self.flag("still-active", f"task {task['taskId']}'s run {run['runId']} is running")
         for facts in self.history.tasks.values():
             found = listed.get(facts.task_id)
             if facts.deleted:
@@ -329,13 +324,17 @@ class Checker:
                 f"the new turn ran in {started[0]['params']['mode']}, the session is "
                 f"{session['mode']}",
             )
+        # The new turn's requests all carry its prompt; any other request is the restarted
+        # host's own work. (How many requests one turn makes is the host's business.)
         requests = self.provider.requests()
-        markers = [r for r in requests if marker in json.dumps(r.messages)]
-        if len(requests) != 1 or len(markers) != 1:
+        others = [r for r in requests if marker not in json.dumps(r.messages)]
+        if others:
             self.flag(
                 "replay",
-                f"one new prompt after the restart made {len(requests)} provider request(s)",
+                f"{len(others)} provider request(s) after the restart without the new prompt",
             )
+        if len(others) == len(requests):
+            self.flag("restart", "the new prompt reached the provider in no request")
 
     def journal(self, at_kill: list[str], workspace: Path) -> None:
         """Each command's line is there at most once (exactly once when it was printed),
