@@ -1,9 +1,9 @@
 """The kill-point campaign on a CI budget.
 
 A fixed slice of ten kill points across every phase passes the reference host; the same
-campaign reports an anomaly for every run against hosts broken in the ways a crash shows:
-recovery that leaves executions queued, an approve answered before it commits, a replayed
-execution, an answer before recovery, and a command run again after the restart.
+campaign, given each broken host's command line, reports the expected anomaly for every
+run: recovery that leaves executions queued, an approve answered before it commits, a
+replayed execution, an answer before recovery, and a command run again after the restart.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hosts.catalog import load_all
+from hosts.registry import VARIANTS
 
 from conformance.killpoints import PHASES, Settings, run_campaign, summary
 
@@ -22,9 +24,16 @@ BROKEN = [
     ("recovery-skips-executions", "execution-queued", "still-active"),
     ("approve-answers-before-commit", "execution-queued", "lost-write"),
     ("replays-queued-execution", "execution-queued", "replay"),
-    ("answers-before-recovery", "approval-pending", "first-answer"),
+    ("answers-before-recovery", "execution-queued", "first-answer"),
     ("reruns-interrupted-command", "mid-command", "replay"),
 ]
+
+
+def test_every_kill_point_variant_is_run_here() -> None:
+    load_all()
+    mine = {name for name, patch in VARIANTS.items() if patch.__module__.endswith(".killpoints")}
+    assert mine, "no variant registered from hosts/broken/killpoints.py"
+    assert mine <= {name for name, _phase, _kind in BROKEN}
 
 
 def test_a_fixed_slice_across_every_phase_finds_no_anomaly() -> None:
