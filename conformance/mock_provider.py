@@ -418,9 +418,10 @@ class MockProvider:
             else:
                 _abort(request)
             return resp
-        await resp.prepare(request)
-        # A client that goes away mid-stream ends the reply; nothing more to do.
+        # A client that goes away, before the headers or mid-stream, ends the reply; nothing
+        # more to do (a host killed while it waits for its answer does so).
         with contextlib.suppress(ConnectionError):
+            await resp.prepare(request)
             await self._stream(request, resp, body, reply, completion, calls, stall)
         return resp
 
