@@ -468,15 +468,21 @@ class Workload:
         return arrange[phase]()
 
     def plan_streaming(self) -> KillPoint:
-        """A Plan turn whose model is still streaming; or a prompt just sent."""
+        """A Plan turn whose model is still streaming (or, for a host that asks for whole
+        replies, still answering); or a prompt just sent."""
         session_id = self.session("plan")
         self.script(StallReply(prefix="Drafting the plan"))
         text = self._next("plan-prompt")
         if self.rng.random() < 0.5:
+            before = len(self.provider.requests())
             mark = self.client.mark()
             turn = self.prompt(session_id, text)
-            self.client.wait_for("turn/text", lambda p: p["turnId"] == turn, mark)
-            return KillPoint("plan-streaming", "streamed", self.spread(0.04), session_id)
+            request = self.provider.wait_for_requests(before + 1, self.client.timeout)[before]
+            variant = "awaiting a whole reply"  # streaming requests are the host's choice
+            if request.stream:
+                self.client.wait_for("turn/text", lambda p: p["turnId"] == turn, mark)
+                variant = "streamed"
+            return KillPoint("plan-streaming", variant, self.spread(0.04), session_id)
 
         def answered(_result: Any) -> None:
             self.history.sessions[session_id].prompts.append(text)
