@@ -480,3 +480,21 @@ def key_not_stored(world: World) -> None:
 
 def _files(root: Path) -> list[Path]:
     return [p for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()]
+
+
+def permission_request(world: World, tool: str, since: int) -> dict[str, Any]:
+    """The host's permission request for ``tool`` since ``since``; a failed check when the
+    tool ran without one."""
+    try:
+        request: dict[str, Any] = world.wait_for(
+            "permission/requested", lambda p: p["tool"] == tool, since=since
+        )
+    except TimeoutError:
+        ran = [
+            n["params"]
+            for n in world.notifications("turn/toolResult", since)
+            if n["params"]["tool"] == tool
+        ]
+        assert not ran, f"{tool} ran without asking for permission: {ran[0]}"
+        raise
+    return request

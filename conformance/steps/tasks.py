@@ -13,9 +13,9 @@ from typing import Any
 from pytest_bdd import given, parsers, then, when
 
 from conformance.blame import verifies
+from conformance.messages import message_text
 from conformance.mock_provider import ScriptedToolCall, TextReply, ToolCallsReply
 from conformance.steps.model import default_markdown, submit_plan_call
-from conformance.steps.restart import message_text
 from conformance.steps.sessions import MODES
 from conformance.world import Outcome, World, need
 
