@@ -36,7 +36,7 @@ from reference_host import storage as storage_module
 from reference_host import tasks as tasks_module
 from reference_host.errors import HostError
 from reference_host.host import Host
-from reference_host.provider_client import ProviderConfig, complete
+from reference_host.provider_client import AssistantReply, ProviderConfig, complete
 from reference_host.rpc import Dispatcher
 from reference_host.storage import ApprovalRow, SessionRow, Storage
 from reference_host.tasks import Tasks
@@ -795,6 +795,103 @@ def _unattended_refusal_ends_run() -> None:
     patch(turns.TurnRunner, "_run_batch", run_batch)
 
 
+# -- no provider, a failing provider (P24, P25) ---------------------------------------------
+
+
+@variant("no-provider-is-invalid-params")
+def _no_provider_is_invalid_params() -> None:
+    # A prompt to a session without a provider is refused as a bad request.
+    original = Host.session_prompt
+
+    async def session_prompt(self: Host, params: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return await original(self, params)
+        except HostError as error:
+            if error.code != "PROVIDER_NOT_CONFIGURED":
+                raise
+            raise HostError("INVALID_PARAMS", error.message) from error
+
+    patch(Host, "session_prompt", session_prompt)
+
+
+@variant("no-provider-leaves-the-session-busy")
+def _no_provider_leaves_the_session_busy() -> None:
+    # The refused prompt has already claimed the session, and nothing releases it.
+    original = Host.session_prompt
+
+    async def session_prompt(self: Host, params: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return await original(self, params)
+        except HostError as error:
+            if error.code == "PROVIDER_NOT_CONFIGURED":
+                self.set_activity(params["sessionId"], active_turn_id="turn-without-provider")
+            raise
+
+    patch(Host, "session_prompt", session_prompt)
+
+
+@variant("provider-error-reported-as-internal")
+def _provider_error_reported_as_internal() -> None:
+    # A provider failure escapes as the host's own failure.
+    original = turns.TurnRunner._ask_model
+
+    async def ask_model(
+        self: turns.TurnRunner, session: Any, turn_id: str, messages: list[Any]
+    ) -> Any:
+        try:
+            return await original(self, session, turn_id, messages)
+        except HostError as error:
+            if error.code != "PROVIDER_ERROR":
+                raise
+            raise HostError("INTERNAL_ERROR", "the turn failed in the host") from error
+
+    patch(turns.TurnRunner, "_ask_model", ask_model)
+
+
+@variant("provider-error-ends-turn-completed")
+def _provider_error_ends_turn_completed() -> None:
+    # A provider failure is taken as an empty answer: the turn completes.
+    original = turns.TurnRunner._ask_model
+
+    async def ask_model(
+        self: turns.TurnRunner, session: Any, turn_id: str, messages: list[Any]
+    ) -> Any:
+        try:
+            return await original(self, session, turn_id, messages)
+        except HostError as error:
+            if error.code != "PROVIDER_ERROR":
+                raise
+            return AssistantReply("", (), "stop")
+
+    patch(turns.TurnRunner, "_ask_model", ask_model)
+
+
+@variant("provider-error-keeps-the-session-busy")
+def _provider_error_keeps_the_session_busy() -> None:
+    # The turn a provider failure ended is announced as failed, but the session goes on
+    # naming it as its active turn.
+    failed: set[str] = set()
+    original_loop = turns.TurnRunner._loop
+    original_set = Host.set_activity
+
+    async def loop(self: turns.TurnRunner, session_id: str, turn_id: str, *args: Any) -> None:
+        try:
+            await original_loop(self, session_id, turn_id, *args)
+        except HostError as error:
+            if error.code == "PROVIDER_ERROR":
+                failed.add(turn_id)
+            raise
+
+    def set_activity(self: Host, session_id: str, **changes: str | None) -> None:
+        releasing = "active_turn_id" in changes and changes["active_turn_id"] is None
+        if releasing and self.activity_of(session_id).active_turn_id in failed:
+            changes.pop("active_turn_id")
+        original_set(self, session_id, **changes)
+
+    patch(turns.TurnRunner, "_loop", loop)
+    patch(Host, "set_activity", set_activity)
+
+
 @variant("kills-only-direct-child")
 def _kills_only_direct_child() -> None:
     # Timeout and cancellation end the shell process, not its process group nor what it
@@ -1457,6 +1554,42 @@ CASES = [
         "write_call_that_needs_permission",
         "P8",
         "the run asked the model 1 times, not twice",
+    ),
+    # -- no provider, a failing provider (P24, P25) -------------------------------------------
+    BrokenCase(
+        "no-provider-is-invalid-params",
+        "sessions",
+        "without_a_model_provider_is_refused",
+        "P24",
+        "the prompt was refused with INVALID_PARAMS, not PROVIDER_NOT_CONFIGURED",
+    ),
+    BrokenCase(
+        "no-provider-leaves-the-session-busy",
+        "sessions",
+        "without_a_model_provider_is_refused",
+        "P24",
+        "the session is busy",
+    ),
+    BrokenCase(
+        "provider-error-reported-as-internal",
+        "sessions",
+        "provider_error_ends_the_turn",
+        "P25",
+        "the turn ended failed with INTERNAL_ERROR, expected failed with PROVIDER_ERROR",
+    ),
+    BrokenCase(
+        "provider-error-ends-turn-completed",
+        "sessions",
+        "provider_error_ends_the_turn",
+        "P25",
+        "the turn ended completed with None",
+    ),
+    BrokenCase(
+        "provider-error-keeps-the-session-busy",
+        "sessions",
+        "provider_error_ends_the_turn",
+        "P25",
+        "the session is busy",
     ),
     # -- shells and commands ----------------------------------------------------------------
     BrokenCase(
