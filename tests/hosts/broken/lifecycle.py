@@ -795,6 +795,60 @@ def _unattended_refusal_ends_run() -> None:
     patch(turns.TurnRunner, "_run_batch", run_batch)
 
 
+# -- deleting a task (P26) ------------------------------------------------------------------
+
+
+@variant("task-delete-only-disables")
+def _task_delete_only_disables() -> None:
+    # task/delete switches the task off and keeps it: it is still listed.
+    async def delete(self: Tasks, params: dict[str, Any]) -> dict[str, Any]:
+        row = await self.require(params["taskId"])
+        await self.update({"taskId": row["id"], "enabled": False})
+        return {}
+
+    patch(Tasks, "delete", delete)
+
+
+@variant("task-delete-keeps-the-timer")
+def _task_delete_keeps_the_timer() -> None:
+    # task/delete hides the task from the protocol but leaves its row and its timer.
+    deleted: set[str] = set()
+    original_require = Tasks.require
+    original_list = Tasks.list
+
+    async def delete(self: Tasks, params: dict[str, Any]) -> dict[str, Any]:
+        row = await self.require(params["taskId"])
+        deleted.add(row["id"])
+        return {}
+
+    async def require(self: Tasks, task_id: str) -> dict[str, Any]:
+        if task_id in deleted:
+            raise HostError("TASK_NOT_FOUND", f"no scheduled task {task_id!r}")
+        return await original_require(self, task_id)
+
+    async def list_tasks(self: Tasks, params: dict[str, Any]) -> dict[str, Any]:
+        listed = await original_list(self, params)
+        return {"tasks": [t for t in listed["tasks"] if t["taskId"] not in deleted]}
+
+    patch(Tasks, "delete", delete)
+    patch(Tasks, "require", require)
+    patch(Tasks, "list", list_tasks)
+
+
+@variant("unknown-task-is-invalid-params")
+def _unknown_task_is_invalid_params() -> None:
+    # A task id that names no task is treated as a malformed parameter.
+    original = Tasks.require
+
+    async def require(self: Tasks, task_id: str) -> dict[str, Any]:
+        try:
+            return await original(self, task_id)
+        except HostError as error:
+            raise HostError("INVALID_PARAMS", error.message) from error
+
+    patch(Tasks, "require", require)
+
+
 # -- no provider, a failing provider (P24, P25) ---------------------------------------------
 
 
@@ -1554,6 +1608,28 @@ CASES = [
         "write_call_that_needs_permission",
         "P8",
         "the run asked the model 1 times, not twice",
+    ),
+    # -- deleting a task (P26) ----------------------------------------------------------------
+    BrokenCase(
+        "task-delete-only-disables",
+        "scheduled_plan",
+        "deleted_task_is_no_longer_listed",
+        "P26",
+        "task/list still lists the deleted task",
+    ),
+    BrokenCase(
+        "task-delete-keeps-the-timer",
+        "scheduled_plan",
+        "never_runs_when_its_time_comes",
+        "P26",
+        "for the deleted task",
+    ),
+    BrokenCase(
+        "unknown-task-is-invalid-params",
+        "scheduled_plan",
+        "acting_on_a_deleted_task",
+        "P26",
+        "expected TASK_NOT_FOUND",
     ),
     # -- no provider, a failing provider (P24, P25) -------------------------------------------
     BrokenCase(
