@@ -1,0 +1,600 @@
+"""Mutation campaign: how many unplanned bugs in the reference host the conformance suite catches.
+
+Each mutant is one small change to one module of ``reference_host`` (mutmut's operators:
+strings, numbers, comparisons, boolean operators, arguments, assignments, ...). It is
+written into a private copy of the package, and the conformance suite is run through its
+CLI against that copy, scoped to the feature areas that exercise the module:
+
+    python -m conformance run --areas A,B --workers 1 -x -q --report DIR
+
+Exit status 1 (a scenario failed or errored) or 3 (the host failed its preflight) means
+the mutant was killed; 0 means it survived; anything else is recorded for investigation.
+
+The default driver is ``hybrid``: the in-process driver first (fast), and every mutant
+that survives it is run again with the subprocess driver, which alone can crash a host,
+so the final verdict is always the subprocess driver's on survivors.
+
+Results go to a JSON file that the next run resumes from. Survivors judged equivalent are
+listed with a reason in ``scripts/mutation_equivalents.toml``; the score is killed over
+non-equivalent mutants.
+
+    python scripts/mutation_campaign.py [--modules approvals,state] [--sample N --seed S]
+        [--jobs J] [--results mutation-results.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import difflib
+import functools
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import tomllib
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = "reference_host"
+EQUIVALENTS = ROOT / "scripts" / "mutation_equivalents.toml"
+RESULTS_FORMAT = 1
+
+KILLED, SURVIVED, TIMEOUT, INVESTIGATE = "killed", "survived", "timeout", "investigate"
+
+EVERY_AREA = (
+    "approval",
+    "artifact_integrity",
+    "deadline",
+    "execution",
+    "handshake",
+    "isolation",
+    "migration",
+    "plan_tools",
+    "protocol_errors",
+    "restart_interruption",
+    "scheduled_plan",
+    "sessions",
+    "shell",
+    "submit_plan",
+    "turn_boundaries",
+)
+
+
+@dataclass(frozen=True)
+class ModuleSpec:
+    """A module under mutation and the feature areas that exercise it."""
+
+    name: str
+    path: str  # relative to the repository root
+    areas: tuple[str, ...]
+
+
+_PLAN_FLOW = ("approval", "artifact_integrity", "deadline", "execution", "submit_plan")
+_TURNS = (
+    *_PLAN_FLOW,
+    "isolation",
+    "plan_tools",
+    "restart_interruption",
+    "scheduled_plan",
+    "shell",
+    "turn_boundaries",
+)
+
+MODULES: dict[str, ModuleSpec] = {
+    spec.name: spec
+    for spec in (
+        ModuleSpec(
+            "approvals",
+            "reference_host/approvals.py",
+            (*_PLAN_FLOW, "isolation", "restart_interruption", "turn_boundaries"),
+        ),
+        ModuleSpec("state", "reference_host/state.py", EVERY_AREA),
+        ModuleSpec(
+            "artifacts",
+            "reference_host/artifacts.py",
+            ("approval", "artifact_integrity", "execution", "restart_interruption", "submit_plan"),
+        ),
+        ModuleSpec("turns", "reference_host/turns.py", _TURNS),
+        ModuleSpec("permissions", "reference_host/permissions.py", _TURNS),
+        ModuleSpec("agent_tools", "reference_host/tools/agent_tools.py", _TURNS),
+        ModuleSpec("tool_names", "reference_host/tools/names.py", _TURNS),
+        ModuleSpec("storage", "reference_host/storage.py", EVERY_AREA),
+        ModuleSpec("migration", "reference_host/migration.py", ("handshake", "migration")),
+        ModuleSpec(
+            "commands",
+            "reference_host/commands.py",
+            ("execution", "restart_interruption", "shell", "turn_boundaries"),
+        ),
+        ModuleSpec("tasks", "reference_host/tasks.py", ("scheduled_plan", "sessions")),
+        ModuleSpec("shells", "reference_host/shells.py", ("sessions", "shell", "handshake")),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One first-order mutant: a module's whole source with one change applied."""
+
+    id: str
+    module: str
+    path: str
+    line: int
+    function: str | None
+    before: str
+    after: str
+    source: str
+
+    def describe(self) -> dict[str, Any]:
+        """The mutant without its source, for the results file."""
+        info = asdict(self)
+        del info["source"]
+        return info
+
+
+def _changed_lines(original: str, mutated: str) -> tuple[int, str, str]:
+    """First changed line number, and the changed lines before and after."""
+    old, new = original.splitlines(), mutated.splitlines()
+    matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag != "equal":
+            return i1 + 1, "\n".join(old[i1:i2]), "\n".join(new[j1:j2])
+    return 0, "", ""
+
+
+_TYPE_ALIAS = re.compile(r"\s*\w+(: TypeAlias)? = Literal\[")
+
+
+def generate(spec: ModuleSpec) -> list[Mutant]:
+    """Every mutant mutmut's operators make of the module, with ids stable across line moves.
+
+    An id hashes the function, the changed lines and the text before them, not line
+    numbers, so a result survives unrelated edits elsewhere in the module.
+    """
+    # mutmut is a development tool: imported here so that the rest of this file (used by a
+    # unit test) does not need it. mutmut reads its config from the current directory.
+    with contextlib.chdir(ROOT):
+        from mutmut.mutation.file_mutation import create_mutations, deep_replace
+
+        path = ROOT / spec.path
+        code = path.read_text(encoding="utf-8")
+        module, mutations, _, _ = create_mutations(spec.path, code)
+        base = module.code
+        mutants: list[Mutant] = []
+        seen: dict[str, int] = {}
+        for mutation in mutations:
+            source = deep_replace(module, mutation.original_node, mutation.mutated_node).code
+            if source == base:
+                continue
+            line, before, after = _changed_lines(base, source)
+            if _TYPE_ALIAS.match(before):
+                continue  # a typing-only alias: no mutant of it changes what runs
+            function = mutation.contained_by_top_level_function
+            named = getattr(function, "name", None)
+            name = named.value if named is not None else None
+            context = "\n".join(base.splitlines()[max(0, line - 4) : line - 1])
+            digest = hashlib.sha1(
+                f"{spec.path}\0{name}\0{context}\0{before}\0{after}".encode()
+            ).hexdigest()[:10]
+            seen[digest] = seen.get(digest, 0) + 1
+            suffix = "" if seen[digest] == 1 else f"-{seen[digest]}"
+            mutants.append(
+                Mutant(
+                    id=f"{spec.name}/{digest}{suffix}",
+                    module=spec.name,
+                    path=spec.path,
+                    line=line,
+                    function=name,
+                    before=before,
+                    after=after,
+                    source=source,
+                )
+            )
+    return mutants
+
+
+def sample(mutants: Sequence[Mutant], size: int | None, seed: int, module: str) -> list[Mutant]:
+    """A deterministic sample of one module's mutants (all of them when size is None)."""
+    ordered = sorted(mutants, key=lambda m: m.id)
+    if size is None or size >= len(ordered):
+        return ordered
+    chosen = random.Random(f"{seed}:{module}").sample(ordered, size)
+    return sorted(chosen, key=lambda m: m.id)
+
+
+# --- the oracle -------------------------------------------------------------------------
+
+
+@dataclass
+class Verdict:
+    """What the conformance suite said about one mutant under one driver."""
+
+    outcome: str
+    exit_code: int | None
+    seconds: float
+    failed: list[str]
+    driver: str
+    skipped: list[str]
+
+
+class Workspace:
+    """A private copy of the reference host that one mutant at a time is written into.
+
+    The harness is copied too and runs with this folder as its working directory and
+    first on PYTHONPATH: pytest puts the folder above the suite's package first on
+    ``sys.path``, so a harness run from the checkout would give the in-process driver the
+    checkout's unmutated host. No bytecode is written: a mutant of the same size written
+    within the same second as the previous one would otherwise be served from a stale
+    cache.
+    """
+
+    COPIED = (PACKAGE, "conformance", "pi_contract", "schemas", "features")
+
+    def __init__(self, base: Path) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="mutant-", dir=base))
+        for name in self.COPIED:
+            shutil.copytree(
+                ROOT / name, self.dir / name, ignore=shutil.ignore_patterns("__pycache__")
+            )
+
+    @contextlib.contextmanager
+    def applied(self, path: str, source: str) -> Iterator[None]:
+        """The module at ``path`` holds ``source`` for the duration of the block."""
+        target = self.dir / path
+        original = target.read_bytes()
+        target.write_text(source, encoding="utf-8")
+        try:
+            yield
+        finally:
+            target.write_bytes(original)
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(self.dir), *filter(None, [env.get("PYTHONPATH")])]
+        )
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        return env
+
+    def imported_from(self, module: str) -> Path:
+        """Where a Python started like the harness imports ``module`` from."""
+        out = subprocess.run(
+            [sys.executable, "-c", f"import {module}; print({module}.__file__)"],
+            cwd=self.dir,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return Path(out.stdout.strip())
+
+    def remove(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def run_oracle(
+    workspace: Workspace,
+    areas: Iterable[str],
+    driver: str,
+    *,
+    keyword: str | None = None,
+    scenario_timeout: float = 45.0,
+    max_time: float = 900.0,
+) -> Verdict:
+    """Run the area-scoped conformance suite against the workspace's host."""
+    report = workspace.dir / f"report-{driver}"
+    shutil.rmtree(report, ignore_errors=True)
+    argv = [
+        sys.executable,
+        "-m",
+        "conformance",
+        "run",
+        "--driver",
+        driver,
+        "--areas",
+        ",".join(areas),
+        "--workers",
+        "1",
+        "-x",
+        "-q",
+        "--scenario-timeout",
+        str(scenario_timeout),
+        "--max-time",
+        str(max_time),
+        "--report",
+        str(report),
+    ]
+    if keyword:
+        argv += ["-k", keyword]
+    started = time.monotonic()
+    process = subprocess.Popen(
+        argv,
+        cwd=workspace.dir,
+        env=workspace.env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        code: int | None = process.wait(timeout=max_time + 120)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        code = None
+    seconds = round(time.monotonic() - started, 2)
+    failed, skipped = _read_summary(report / "summary.json")
+    if code is None:
+        outcome = TIMEOUT
+    elif code in (1, 3):
+        outcome = KILLED
+    elif code == 0:
+        outcome = SURVIVED
+    else:
+        outcome = INVESTIGATE
+    return Verdict(outcome, code, seconds, failed, driver, skipped)
+
+
+def _read_summary(summary: Path) -> tuple[list[str], list[str]]:
+    """Scenarios that failed or errored ("status: id"), and the ids the driver left out.
+
+    With ``--areas`` the summary still lists every scenario; those outside the areas
+    say so, so only the ones left out for another reason (the driver) are kept.
+    """
+    try:
+        data = json.loads(summary.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return [], []
+    scenarios = data.get("scenarios", [])
+    failed = [
+        f"{s['status']}: {s['id']}" for s in scenarios if s.get("status") in ("failed", "errored")
+    ]
+    skipped = [
+        s["id"]
+        for s in scenarios
+        if s.get("status") == "not-run" and s.get("reason") == "not selected in this run"
+    ]
+    return failed, skipped
+
+
+def judge(
+    workspace: Workspace, mutant: Mutant, driver: str, scenario_timeout: float
+) -> list[Verdict]:
+    """Apply the mutant and run the oracle; ``hybrid`` confirms survivors in a subprocess."""
+    areas = MODULES[mutant.module].areas
+    with workspace.applied(mutant.path, mutant.source):
+        if driver != "hybrid":
+            return [run_oracle(workspace, areas, driver, scenario_timeout=scenario_timeout)]
+        first = run_oracle(workspace, areas, "inprocess", scenario_timeout=scenario_timeout)
+        if first.outcome != SURVIVED or not first.skipped:
+            return [first]
+        # What the in-process driver could not run (it cannot crash its host) runs in a
+        # subprocess, selected by the flattened ids that -k matches.
+        keyword = " or ".join(re.sub(r"\W", "", i.lower().replace(" ", "_")) for i in first.skipped)
+        second = run_oracle(
+            workspace, areas, "subprocess", keyword=keyword, scenario_timeout=scenario_timeout
+        )
+        return [first, second]
+
+
+# --- the campaign -----------------------------------------------------------------------
+
+
+def fingerprint() -> dict[str, str]:
+    """Hashes of what a verdict depends on: the host under mutation and the suite."""
+
+    def tree(*parts: str) -> str:
+        digest = hashlib.sha256()
+        for part in parts:
+            for file in sorted((ROOT / part).rglob("*")):
+                if file.is_file() and "__pycache__" not in file.parts:
+                    digest.update(str(file.relative_to(ROOT)).encode() + b"\0")
+                    digest.update(file.read_bytes())
+        return digest.hexdigest()[:16]
+
+    return {
+        "reference_host": tree(PACKAGE),
+        "suite": tree("features", "conformance", "schemas"),
+    }
+
+
+def load_equivalents() -> dict[str, str]:
+    """Survivors judged equivalent: mutant id → one-line reason."""
+    if not EQUIVALENTS.exists():
+        return {}
+    with EQUIVALENTS.open("rb") as fh:
+        data = tomllib.load(fh)
+    return {str(k): str(v) for k, v in data.get("equivalent", {}).items()}
+
+
+class Results:
+    """The campaign's JSON results file, written after every mutant."""
+
+    def __init__(self, path: Path, config: dict[str, Any]) -> None:
+        self.path = path
+        self.lock = threading.Lock()
+        prints = fingerprint()
+        self.data: dict[str, Any] = {
+            "format": RESULTS_FORMAT,
+            "fingerprint": prints,
+            "config": config,
+            "mutants": {},
+        }
+        if path.exists():
+            old = json.loads(path.read_text(encoding="utf-8"))
+            if old.get("format") == RESULTS_FORMAT and old.get("fingerprint") == prints:
+                self.data["mutants"] = old.get("mutants", {})
+            else:
+                print(
+                    f"{path}: the host or the suite changed since it was written; starting afresh",
+                    file=sys.stderr,
+                )
+
+    def done(self, mutant_id: str) -> bool:
+        return mutant_id in self.data["mutants"]
+
+    def record(self, mutant: Mutant, verdicts: list[Verdict]) -> None:
+        final = verdicts[-1]
+        entry = {
+            **mutant.describe(),
+            "outcome": final.outcome,
+            "verdicts": [asdict(v) for v in verdicts],
+        }
+        with self.lock:
+            self.data["mutants"][mutant.id] = entry
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True), encoding="utf-8")
+            tmp.replace(self.path)
+
+
+def score(entries: Iterable[dict[str, Any]], equivalents: dict[str, str]) -> dict[str, Any]:
+    """Per module and overall: killed, survived, equivalent, and the score."""
+    table: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        row = table.setdefault(
+            entry["module"],
+            {"mutants": 0, "killed": 0, "survived": 0, "equivalent": 0, "investigate": 0},
+        )
+        row["mutants"] += 1
+        outcome = entry["outcome"]
+        if outcome in (KILLED, TIMEOUT):
+            row["killed"] += 1
+        elif outcome == SURVIVED and entry["id"] in equivalents:
+            row["equivalent"] += 1
+        elif outcome == SURVIVED:
+            row["survived"] += 1
+        else:
+            row["investigate"] += 1
+    total = {k: sum(r[k] for r in table.values()) for k in ("mutants", "killed", "survived")}
+    total["equivalent"] = sum(r["equivalent"] for r in table.values())
+    total["investigate"] = sum(r["investigate"] for r in table.values())
+    for row in [*table.values(), total]:
+        judged = row["killed"] + row["survived"]
+        row["score"] = round(row["killed"] / judged, 4) if judged else None
+    return {"modules": dict(sorted(table.items())), "total": total}
+
+
+def print_score(summary: dict[str, Any]) -> None:
+    print(f"{'module':<14}{'mutants':>8}{'killed':>8}{'survived':>9}{'equiv':>7}{'score':>8}")
+    rows = [*summary["modules"].items(), ("TOTAL", summary["total"])]
+    for name, row in rows:
+        pct = "-" if row["score"] is None else f"{100 * row['score']:.1f}%"
+        print(
+            f"{name:<14}{row['mutants']:>8}{row['killed']:>8}{row['survived']:>9}"
+            f"{row['equivalent']:>7}{pct:>8}"
+        )
+    if summary["total"]["investigate"]:
+        print(f"to investigate (harness exit other than 0/1/3): {summary['total']['investigate']}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--modules",
+        default=",".join(MODULES),
+        help=f"comma-separated, from: {', '.join(MODULES)}",
+    )
+    parser.add_argument("--sample", type=int, help="at most N mutants per module")
+    parser.add_argument("--seed", type=int, default=53)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument(
+        "--driver", choices=("hybrid", "inprocess", "subprocess"), default="hybrid"
+    )
+    parser.add_argument("--scenario-timeout", type=float, default=45.0)
+    parser.add_argument("--results", type=Path, default=ROOT / "mutation-results.json")
+    parser.add_argument("--list", action="store_true", help="list the mutants and stop")
+    parser.add_argument("--score-only", action="store_true", help="print the score and stop")
+    args = parser.parse_args(argv)
+
+    names = [n.strip() for n in args.modules.split(",") if n.strip()]
+    unknown = [n for n in names if n not in MODULES]
+    if unknown:
+        parser.error(f"unknown modules: {', '.join(unknown)}")
+    config = {"modules": names, "sample": args.sample, "seed": args.seed, "driver": args.driver}
+    results = Results(args.results, config)
+    equivalents = load_equivalents()
+
+    chosen: list[Mutant] = []
+    for name in names:
+        everything = generate(MODULES[name])
+        picked = sample(everything, args.sample, args.seed, name)
+        print(f"{name}: {len(everything)} mutants, {len(picked)} chosen", file=sys.stderr)
+        chosen += picked
+    if args.list:
+        for m in chosen:
+            print(f"{m.id}  {m.path}:{m.line}  {m.before.strip()!r} -> {m.after.strip()!r}")
+        return 0
+
+    todo = [m for m in chosen if not results.done(m.id)]
+    if not args.score_only and todo:
+        _run(todo, results, args.jobs, args.driver, args.scenario_timeout)
+
+    chosen_ids = {m.id for m in chosen}
+    entries = [e for k, e in results.data["mutants"].items() if k in chosen_ids]
+    summary = score(entries, equivalents)
+    print_score(summary)
+    survivors = sorted(
+        (e for e in entries if e["outcome"] == SURVIVED and e["id"] not in equivalents),
+        key=lambda e: e["id"],
+    )
+    for e in survivors:
+        print(f"survived {e['id']}  {e['path']}:{e['line']}  {e['after'].strip()}")
+    return 0
+
+
+def _run(todo: list[Mutant], results: Results, jobs: int, driver: str, timeout: float) -> None:
+    base = Path(tempfile.mkdtemp(prefix="mutation-campaign-"))
+    pool = [Workspace(base) for _ in range(max(1, jobs))]
+    try:
+        for ws in pool:
+            where = ws.imported_from(f"{PACKAGE}.approvals")
+            if ws.dir not in where.parents:
+                raise SystemExit(f"the harness would import {PACKAGE} from {where}, not the copy")
+        free: list[Workspace] = list(pool)
+        free_lock = threading.Lock()
+        counter = {"n": 0}
+        started = time.monotonic()
+
+        def one(mutant: Mutant) -> None:
+            with free_lock:
+                ws = free.pop()
+            try:
+                verdicts = judge(ws, mutant, driver, timeout)
+            finally:
+                with free_lock:
+                    free.append(ws)
+            results.record(mutant, verdicts)
+            with free_lock:
+                counter["n"] += 1
+                n = counter["n"]
+            final = verdicts[-1]
+            elapsed = time.monotonic() - started
+            print(
+                f"[{n}/{len(todo)} {elapsed:.0f}s] {final.outcome:<9} {mutant.id} "
+                f"({sum(v.seconds for v in verdicts):.0f}s)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+        with ThreadPoolExecutor(max_workers=len(pool)) as executor:
+            list(executor.map(one, todo))
+    finally:
+        for ws in pool:
+            ws.remove()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
