@@ -11,16 +11,24 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
-from conformance.commands import compare, listing, merge, run
+from conformance.commands import compare, explore, fuzz, listing, merge, run
 from conformance.commands.common import EXIT_USAGE, UsageProblem
 
-_COMMANDS = (run, merge, compare, listing)
+_COMMANDS = (run, merge, compare, listing, explore, fuzz)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line, as every other refusal is."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see '{self.prog} --help')\n")
 
 
 def parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    top = argparse.ArgumentParser(
+    top = _Parser(
         prog="pi-conformance",
         description="Run the ADR 0053 conformance suite against a host and report.",
         epilog=__doc__.split("\n\n", 1)[1] if __doc__ else None,
@@ -39,7 +47,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "--" in arguments:
         cut = arguments.index("--")
         arguments, passthrough = arguments[:cut], arguments[cut + 1 :]
-    args = parser().parse_args(arguments)
+    top = parser()
+    args, unknown = top.parse_known_args(arguments)
+    if unknown:  # name the subcommand the options were given to, and its help
+        prog = f"{top.prog} {args.command}"
+        top.exit(
+            EXIT_USAGE,
+            f"{prog}: unrecognized arguments: {' '.join(unknown)} (see '{prog} --help')\n",
+        )
     args.pytest_args = passthrough
     try:
         return int(args.handler(args))

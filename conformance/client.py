@@ -11,7 +11,7 @@ import contextlib
 import enum
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, Final, Literal, ParamSpec, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -372,6 +372,40 @@ class HostClient:
             raise TimeoutError(f"no {method} notification matched before {stop}")
         params: dict[str, Any] = match.get("params", {})
         return params
+
+    def wait_for_any(
+        self,
+        methods: Collection[str],
+        predicate: Predicate = lambda _params: True,
+        since: int = 0,
+        timeout: float | None = None,
+    ) -> tuple[int, dict[str, Any]]:
+        """Wait for the first notification from ``since`` on whose method is one of
+        ``methods`` and whose params satisfy ``predicate``; return its index and message."""
+        limit = timeout or self.timeout
+        wanted = frozenset(methods)
+        found: tuple[int, dict[str, Any]] | None = None
+        position = since
+
+        def ready() -> bool:
+            nonlocal found, position
+            for note in self.connection.notifications(None, position):
+                position += 1
+                if note["method"] in wanted and predicate(note.get("params", {})):
+                    found = (position - 1, note)
+                    return True
+            return self.connection.closed
+
+        with self._lock:
+            self._lock.wait_for(ready, limit)
+        if found is not None:
+            return found
+        names = " or ".join(sorted(wanted))
+        if not self.connection.closed:
+            raise TimeoutError(f"no {names} notification matched before {limit} s passed")
+        status = self._exited()
+        stop = "the host stopped" if status is None else f"the host exited with status {status}"
+        raise TimeoutError(f"no {names} notification matched before {stop}")
 
     def wait_unmatched(self, count: int = 1, timeout: float | None = None) -> list[dict[str, Any]]:
         """Wait for responses that answer no pending request (e.g. to malformed frames)."""

@@ -30,6 +30,7 @@ from conformance.summary_model import HostIdentity, Preflight, RunInfo, Scenario
 from conformance.verdicts import DESELECTED_REASON, INTERRUPTED_REASON, build_summary, complete
 
 RECORDS_FILE = "records.jsonl"
+_FAILS_IN_PYTEST = frozenset({"failed", "errored", "harness-error"})  # what -x counts
 
 
 @dataclass
@@ -112,7 +113,16 @@ class ResultCollector:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """Write every report for what ran; the rest is not-run."""
-        interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+        missing_reason = None
+        maxfail = int(session.config.getoption("maxfail", 0) or 0)
+        failing = sum(r.status in _FAILS_IN_PYTEST for r in self.results.values())
+        # -x under xdist ends the session as interrupted, but nobody interrupted it.
+        stopped_early = maxfail > 0 and failing >= maxfail
+        interrupted = exitstatus == pytest.ExitCode.INTERRUPTED and not stopped_early
+        if stopped_early:
+            missing_reason = f"the run stopped after {failing} failing scenario(s) (-x)"
+        elif interrupted:
+            missing_reason = INTERRUPTED_REASON
         write_reports(
             self.report_dir,
             list(self.results.values()),
@@ -125,7 +135,7 @@ class ResultCollector:
             self.expectations,
             self.preflight,
             self.crash_capable,
-            INTERRUPTED_REASON if interrupted else None,
+            missing_reason,
             self.reasons,
         )
         for stream in (self._records, self.events):

@@ -43,7 +43,7 @@ class HarnessError(AssertionError):
     """The harness itself misbehaved (for example it built an invalid request)."""
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # not frozen: raising sets __traceback__ (contextlib does, too)
 class RpcError(Exception):
     """A JSON-RPC error response from the host."""
 

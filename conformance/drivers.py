@@ -196,21 +196,16 @@ TOKEN_VARIABLE = "PI_CONFORMANCE_HOST_TOKEN"
 
 
 def _processes_with_token(token: str) -> list[int]:
-    """PIDs whose environment carries ``token`` (Linux /proc; empty elsewhere)."""
-    needle = f"{TOKEN_VARIABLE}={token}".encode()
+    """PIDs whose environment carries ``token`` (through psutil: Linux and macOS)."""
+    import psutil  # only when a host is stopped: it is slow to import
+
     found: list[int] = []
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return found
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
+    for process in psutil.process_iter():
         try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if needle in environ.split(b"\0"):
-            found.append(int(entry.name))
+            if process.environ().get(TOKEN_VARIABLE) == token:
+                found.append(process.pid)
+        except psutil.Error:
+            continue  # gone, a zombie, or another user's
     return found
 
 

@@ -55,11 +55,17 @@ class Expectations:
             raise ExpectationsError(f"{path} is not valid TOML: {exc}") from exc
         extra = set(data) - {_TOP}
         if extra:
-            raise ExpectationsError(f"{path}: unknown table(s) {sorted(extra)}; use [{_TOP}]")
-        table = data.get(_TOP, {})
-        if not isinstance(table, dict) or set(table) - _KEYS:
             raise ExpectationsError(
-                f"{path}: [{_TOP}] takes only 'scenarios' and 'requirements' lists"
+                f"{path}: unknown table(s) or key(s) {sorted(extra)}; "
+                f"the file holds one table, [{_TOP}]"
+            )
+        table = data.get(_TOP, {})
+        if not isinstance(table, dict):
+            raise ExpectationsError(f"{path}: {_TOP} must be a table, [{_TOP}]")
+        if set(table) - _KEYS:
+            raise ExpectationsError(
+                f"{path}: unknown key(s) {sorted(set(table) - _KEYS)} in [{_TOP}]; "
+                "it takes only 'scenarios' and 'requirements' lists"
             )
         scenarios = _strings(path, table, "scenarios")
         requirements = _strings(path, table, "requirements")

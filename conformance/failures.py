@@ -110,7 +110,9 @@ def classify(
     garbled = _not_json(violations)
     if isinstance(error, HostStoppedError):
         first, rest = _split(str(error))
-        return Verdict("errored", "host-stopped", f"{_exit_phrase(exit_info)}: {first}", rest)
+        phrase = _exit_phrase(exit_info)
+        message = first if first.startswith(phrase) else f"{phrase}: {first}"
+        return Verdict("errored", "host-stopped", message, rest)
     if isinstance(error, HarnessError):
         first, rest = _split(str(error))
         return Verdict("harness-error", "harness", first, rest)
@@ -124,6 +126,11 @@ def classify(
                 + garbled[0].message[:200],
                 first,
             )
+        if world is not None and world.host is not None and exit_info and not exit_info.running:
+            # The wait ran out because the live host went away: that is what to report first.
+            phrase = _exit_phrase(exit_info)
+            first = first.replace(f"before {phrase}", "before it stopped")
+            return Verdict("errored", "host-stopped", f"{phrase}: {first}", rest)
         if first.startswith("no response to"):
             return Verdict("errored", "host-hung", f"the host hung: {first}", rest)
         blamed = blamed_requirements(None, step_function, tags)

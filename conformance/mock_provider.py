@@ -107,12 +107,16 @@ class StallReply:
     """Sends the headers (and, streaming, ``prefix``) then holds the response open.
 
     The stall ends when :meth:`MockProvider.release_stalls` is called (the reply then
-    completes normally with ``prefix + suffix`` as its text), when the client
-    disconnects, or when the server stops (the connection is then aborted).
+    completes normally with ``prefix + suffix`` as its text, followed by ``calls`` when
+    there are any), when the client disconnects, or when the server stops (the connection
+    is then aborted). With ``calls`` the model "thinks" until released and then asks for
+    those tool calls, which lets a scenario act while a turn waits for the model.
     """
 
     prefix: str = ""
     suffix: str = ""
+    calls: tuple[ScriptedToolCall, ...] = ()
+    chunk_size: int = 8
 
 
 @dataclass(frozen=True)
@@ -398,10 +402,8 @@ class MockProvider:
                 await resp.write(piece.encode())
             await resp.write_eof()
             return resp
-        if isinstance(reply, StallReply):
-            text, calls = reply.prefix + reply.suffix, []
-        else:
-            text, calls = reply.text, self._resolve_calls(reply)
+        calls = self._resolve_calls(reply)
+        text = reply.prefix + reply.suffix if isinstance(reply, StallReply) else reply.text
         if not streaming:
             payload = json.dumps(completion.whole(text, calls)).encode()
             if isinstance(reply, CutStreamReply):
@@ -445,8 +447,8 @@ class MockProvider:
                 await resp.write(_sse(events))
                 _abort(request)
                 return
-            for index, call in enumerate(calls):
-                events.extend(completion.call_chunks(index, *call, size=reply.chunk_size))
+        for index, call in enumerate(calls):
+            events.extend(completion.call_chunks(index, *call, size=reply.chunk_size))
         events.append(completion.chunk({}, "tool_calls" if calls else "stop"))
         options = body.get("stream_options")
         if isinstance(options, dict) and options.get("include_usage") is True:
@@ -455,11 +457,11 @@ class MockProvider:
         await resp.write_eof()
 
     def _resolve_calls(
-        self, reply: TextReply | ToolCallsReply | CutStreamReply
+        self, reply: TextReply | ToolCallsReply | CutStreamReply | StallReply
     ) -> list[tuple[str, str, str]]:
         """``(call_id, name, arguments)`` of each call, with default ids filled in."""
         resolved: list[tuple[str, str, str]] = []
-        if not isinstance(reply, ToolCallsReply):
+        if not isinstance(reply, ToolCallsReply | StallReply):
             return resolved
         with self._cond:
             for call in reply.calls:

@@ -24,6 +24,7 @@ from pi_contract import PROTOCOL_VERSION
 
 STDERR_TAIL = 2000
 EXIT_GRACE_S = 5.0
+REFUSAL_EXIT_S = 2.0
 _EOF = None
 
 
@@ -167,10 +168,14 @@ def _probe(host: RunningHost, timeout: float, started: float) -> PreflightResult
         if "method" in message:
             continue  # a notification before the answer is allowed
         if message.get("id") is None and "error" in message:
-            code = (message["error"].get("data") or {}).get("code")
+            error = message["error"] if isinstance(message["error"], dict) else {}
+            code = (error.get("data") or {}).get("code")
+            # A refusing host exits at once; say how, so a zero status is caught too.
+            exited = host.stop(REFUSAL_EXIT_S) is not None
+            how = _describe_exit(host) if exited else f"did not exit within {REFUSAL_EXIT_S:g} s"
             return _failed(
-                f"the host refused to start: {code}: {message['error'].get('message')}",
-                "",
+                f"the host refused to start ({code}: {error.get('message')}) and {how}",
+                f"the line: {text[:300]!r}",
                 host,
                 None,
                 started,
@@ -200,6 +205,7 @@ def _finish(host: RunningHost, result: dict[str, Any], started: float) -> Prefli
             host,
             identity,
             started,
+            HostExit(running=True),  # until the harness ended it
         )
     return PreflightResult(
         Preflight(ok=True, duration_s=round(time.monotonic() - started, 3)), identity
@@ -212,13 +218,16 @@ def _failed(
     host: RunningHost | None,
     identity: HostIdentity | None,
     started: float,
+    host_exit: HostExit | None = None,
 ) -> PreflightResult:
+    if host_exit is None and host is not None:
+        host_exit = _exit(host.exit_info())
     return PreflightResult(
         Preflight(
             ok=False,
             diagnosis=diagnosis,
             detail=detail,
-            host_exit=_exit(host.exit_info()) if host is not None else None,
+            host_exit=host_exit,
             stderr_tail=host.stderr_text()[-STDERR_TAIL:] if host is not None else "",
             duration_s=round(time.monotonic() - started, 3),
         ),

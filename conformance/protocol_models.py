@@ -18,7 +18,7 @@ ProtocolTypes = TypeAliasType(
     Annotated[
         Any,
         Field(
-            description="Every structure carried by protocol v9. methods.json names, for each method and notification, which of these definitions its params and result use.",
+            description="Every structure carried by protocol v9. methods.json names, for each method and notification, which of these definitions its params and result use. Every string in a message is valid Unicode: a host answers a request whose params hold a lone surrogate escape (such as \\ud800) with INVALID_PARAMS.",
             title="ADR 0053 protocol v9: types, parameters and results",
         ),
     ],
@@ -30,8 +30,9 @@ Timestamp = TypeAliasType(
     Annotated[
         int,
         Field(
-            description="Absolute time as milliseconds since the Unix epoch (UTC). Every timestamp in protocol v9 uses this form.",
+            description="Absolute time as milliseconds since the Unix epoch (UTC). Every timestamp in protocol v9 uses this form. At most 8640000000000000 (the latest instant an ECMAScript Date can hold); a request with a later one gets INVALID_PARAMS.",
             ge=0,
+            le=8640000000000000,
         ),
     ],
 )
@@ -137,11 +138,14 @@ class ProviderConfig(BaseModel):
     baseUrl: Annotated[
         str,
         Field(
-            description="Base URL of an OpenAI-compatible Chat Completions API, e.g. http://127.0.0.1:8080/v1.",
-            pattern="^https?://",
+            description="Base URL of an OpenAI-compatible Chat Completions API, e.g. http://127.0.0.1:8080/v1: an absolute http or https URL with a host (a name, an IPv4 address or a bracketed IPv6 address), an optional port (0-65535) and no user information. Anything else gets INVALID_PARAMS.",
+            max_length=2048,
+            pattern="^https?://[^\\s/?#@:\\[\\]][^\\s/?#@]*(?:[/?#]\\S*)?$|^https?://\\[[0-9A-Fa-f:.]+\\](?::[0-9]*)?(?:[/?#]\\S*)?$",
         ),
     ]
-    model: Annotated[str, Field(description="Model name sent to the provider.", min_length=1)]
+    model: Annotated[
+        str, Field(description="Model name sent to the provider.", max_length=200, min_length=1)
+    ]
 
 
 class ArtifactRef(BaseModel):
@@ -170,7 +174,7 @@ class ArtifactRef(BaseModel):
 
 class Approval(BaseModel):
     """
-    The plan checkpoint record: one row of plan_approvals as seen over the wire. statusCode is PLAN_APPROVAL_TIMEOUT for an expired approval; permissionMode, executionId and executionState are set only by approval.
+    The plan checkpoint record: one row of plan_approvals as seen over the wire. statusCode is PLAN_APPROVAL_TIMEOUT for an expired approval; permissionMode, executionId and executionState are set only by approval. An approval migrated from storage v8 has turnId null, artifact null, question "" and the title of its v8 proposal; its v8 status pending became interrupted and changes_requested became rejected.
     """
 
     model_config = ConfigDict(
@@ -178,12 +182,22 @@ class Approval(BaseModel):
     )
     approvalId: Id
     sessionId: Id
-    turnId: Id
+    turnId: Annotated[
+        Id | None,
+        Field(
+            description="The Plan turn that submitted the plan; null only for an approval migrated from storage v8, which had no turn."
+        ),
+    ]
     title: Annotated[str, Field(description="The SubmitPlan title, stored as a structured field.")]
     question: Annotated[
         str, Field(description="The SubmitPlan question, stored as a structured field.")
     ]
-    artifact: ArtifactRef
+    artifact: Annotated[
+        ArtifactRef | None,
+        Field(
+            description="The plan artifact; null only for an approval migrated from storage v8, which had none."
+        ),
+    ]
     createdAt: Timestamp
     expiresAt: Annotated[
         Timestamp,
@@ -226,6 +240,12 @@ class Shell(BaseModel):
     ]
     name: str
     path: Annotated[str, Field(description="Absolute path of the executable.")]
+    kind: Annotated[
+        Literal["posix-sh", "bash", "other"],
+        Field(
+            description="What the shell speaks: posix-sh (a POSIX sh such as dash or ksh), bash, or other (zsh, fish, PowerShell, ...). Clients and the conformance suite pick a shell by kind; the id is the host's choice."
+        ),
+    ]
 
 
 class TaskRun(BaseModel):
@@ -286,8 +306,8 @@ class ClientInfo(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
     )
-    name: str
-    version: str | None = None
+    name: Annotated[str, Field(max_length=200)]
+    version: Annotated[str | None, Field(max_length=200)] = None
 
 
 class InitializeParams(BaseModel):
@@ -326,6 +346,13 @@ class Capabilities(BaseModel):
         list[str],
         Field(description="Fault points conformance/fault/arm accepts (empty when not supported)."),
     ]
+    maxCommandOutputBytes: Annotated[
+        int,
+        Field(
+            description="The total output, stdout and stderr together, the host keeps and streams for one command; past it the output is marked truncated.",
+            ge=1,
+        ),
+    ]
 
 
 class InitializeResult(BaseModel):
@@ -340,15 +367,28 @@ class InitializeResult(BaseModel):
     capabilities: Capabilities
 
 
+WorkspaceRoot = TypeAliasType(
+    "WorkspaceRoot",
+    Annotated[
+        str,
+        Field(
+            description="Absolute path of an existing directory (at most 4096 characters), or null for a session without a project.",
+            max_length=4096,
+            min_length=1,
+        ),
+    ],
+)
+
+
 class SessionCreateParams(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
     )
-    workspaceRoot: str | None
+    workspaceRoot: WorkspaceRoot | None
     mode: Mode | None = None
     permissionMode: PermissionMode | None = None
     provider: ProviderConfig | None = None
-    shellId: str | None = None
+    shellId: Annotated[str | None, Field(max_length=200, min_length=1)] = None
 
 
 class SessionResult(BaseModel):
@@ -372,6 +412,9 @@ class SessionListResult(BaseModel):
     sessions: list[Session]
 
 
+ShellId = TypeAliasType("ShellId", Annotated[str, Field(max_length=200, min_length=1)])
+
+
 class SessionConfigureParams(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -380,7 +423,7 @@ class SessionConfigureParams(BaseModel):
     mode: Mode | None = None
     permissionMode: PermissionMode | None = None
     provider: ProviderConfig | None = None
-    shellId: str | None = None
+    shellId: ShellId | None = None
 
 
 class SessionPromptParams(BaseModel):
@@ -504,7 +547,7 @@ class ShellSetDefaultParams(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
     )
-    shellId: Annotated[str, Field(min_length=1)]
+    shellId: Annotated[str, Field(max_length=200, min_length=1)]
 
 
 class ShellSetDefaultResult(BaseModel):
@@ -514,14 +557,27 @@ class ShellSetDefaultResult(BaseModel):
     defaultShellId: str
 
 
+WorkspaceRoot1 = TypeAliasType(
+    "WorkspaceRoot1",
+    Annotated[
+        str,
+        Field(
+            description="Absolute path of an existing directory (at most 4096 characters), or null.",
+            max_length=4096,
+            min_length=1,
+        ),
+    ],
+)
+
+
 class TaskCreateParams(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
     )
-    name: Annotated[str, Field(min_length=1)]
+    name: Annotated[str, Field(max_length=200, min_length=1)]
     prompt: Annotated[str, Field(min_length=1)]
     mode: Mode
-    workspaceRoot: str | None
+    workspaceRoot: WorkspaceRoot1 | None
     provider: ProviderConfig
     permissionMode: PermissionMode | None = None
     runAt: Timestamp | None = None
@@ -533,7 +589,7 @@ class TaskUpdateParams(BaseModel):
         extra="forbid",
     )
     taskId: Id
-    name: Annotated[str | None, Field(min_length=1)] = None
+    name: Annotated[str | None, Field(max_length=200, min_length=1)] = None
     prompt: Annotated[str | None, Field(min_length=1)] = None
     mode: Mode | None = None
     provider: ProviderConfig | None = None
@@ -564,6 +620,10 @@ class ClockResult(BaseModel):
 
 
 class ClockSetParams(BaseModel):
+    """
+    Sets the host clock. At most 8640000000000000 minus 30 minutes (see ClockAdvanceParams); a later value gets INVALID_PARAMS.
+    """
+
     model_config = ConfigDict(
         extra="forbid",
     )
@@ -571,10 +631,14 @@ class ClockSetParams(BaseModel):
 
 
 class ClockAdvanceParams(BaseModel):
+    """
+    Moves the host clock forward by ms. The clock never passes 8640000000000000 minus 30 minutes, so that every deadline it sets stays a valid Timestamp; a move past that gets INVALID_PARAMS.
+    """
+
     model_config = ConfigDict(
         extra="forbid",
     )
-    ms: Annotated[int, Field(ge=0)]
+    ms: Annotated[int, Field(ge=0, le=8640000000000000)]
 
 
 class FaultArmParams(BaseModel):

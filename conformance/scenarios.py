@@ -14,6 +14,7 @@ from functools import cache
 from pathlib import Path
 
 from pytest_bdd.parser import Feature, FeatureParser, ScenarioTemplate
+from pytest_bdd.scenario import get_python_name_generator
 
 from conformance.requirements import REQUIREMENT_TAG
 from pi_contract import features_dir
@@ -33,6 +34,7 @@ class ScenarioInfo:
     title: str
     line: int
     tags: frozenset[str]
+    test_name: str = ""  # the name pytest shows: test function and example, as pytest -k sees
 
     @property
     def requirements(self) -> list[str]:
@@ -50,6 +52,11 @@ def scenario_id(feature_file: str, title: str) -> str:
     return f"{feature_file}: {title}"
 
 
+def test_name(function: str, context: Mapping[str, str]) -> str:
+    """The name pytest shows for a scenario: its test function and its example's id."""
+    return f"{function}[{'-'.join(context.values())}]" if context else function
+
+
 def area_of(feature: Feature) -> str:
     """The ``@area:`` tag of a feature (empty when it has none)."""
     for tag in feature.tags:
@@ -59,10 +66,15 @@ def area_of(feature: Feature) -> str:
 
 
 def _info(
-    feature: Feature, template: ScenarioTemplate, context: Mapping[str, str], file: str
+    feature: Feature,
+    template: ScenarioTemplate,
+    context: Mapping[str, str],
+    file: str,
+    function: str,
+    example_tags: frozenset[str],
 ) -> ScenarioInfo:
     rendered = template.render(context)
-    tags = set(template.tags) | set(feature.tags)
+    tags = set(template.tags) | set(feature.tags) | example_tags
     return ScenarioInfo(
         id=scenario_id(file, rendered.name),
         feature_file=file,
@@ -72,6 +84,7 @@ def _info(
         title=rendered.name,
         line=template.line_number,
         tags=frozenset(tags),
+        test_name=test_name(function, context),
     )
 
 
@@ -85,12 +98,19 @@ def all_scenarios(root: Path | None = None) -> tuple[ScenarioInfo, ...]:
     """Every scenario of every shipped feature, in file and line order."""
     base = root or features_dir()
     found: list[ScenarioInfo] = []
-    for path in sorted(base.glob("*.feature")):
-        feature = parse_feature(path)
+    functions: set[str] = set()
+    features = [parse_feature(path) for path in sorted(base.glob("*.feature"))]
+    # pytest-bdd binds features in title order and gives a repeated test name a suffix.
+    for feature in sorted(features, key=lambda f: f.name or f.filename):
         for template in feature.scenarios.values():
-            contexts = [c for examples in template.examples for c in examples.as_contexts()]
-            for context in contexts or [{}]:
-                found.append(_info(feature, template, context, path.name))
+            function = next(
+                n for n in get_python_name_generator(template.name) if n not in functions
+            )
+            functions.add(function)
+            file = Path(feature.filename).name
+            examples = [(c, frozenset(e.tags)) for e in template.examples for c in e.as_contexts()]
+            for context, example_tags in examples or [({}, frozenset())]:
+                found.append(_info(feature, template, context, file, function, example_tags))
     return tuple(sorted(found, key=lambda s: (s.feature_file, s.line, s.id)))
 
 

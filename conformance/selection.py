@@ -34,17 +34,21 @@ def compile_keyword(keyword: str) -> Expression:
     try:
         return Expression.compile(keyword)
     except SyntaxError as problem:
-        raise SelectionError(f"-k: {keyword!r} is not a valid expression: {problem}") from None
+        raise SelectionError(
+            f"-k: {keyword!r} is not a valid expression ({problem.msg}); use words joined by "
+            "and, or, not and parentheses, as pytest -k does"
+        ) from None
 
 
 def _matches(expression: Expression, scenario: ScenarioInfo) -> bool:
     haystack = f"{scenario.id} {scenario.area} {' '.join(scenario.tags)}".lower()
-    # Also match the test function names pytest-bdd derives from titles, as pytest -k does.
+    # Also match the names pytest shows (test function and example), as pytest -k does.
     flat = re.sub(r"\W", "", haystack.replace(" ", "_"))
+    pytest_name = scenario.test_name.lower()
 
     def matcher(word: str, /, **_kwargs: str | int | bool | None) -> bool:
         needle = word.lower()
-        return needle in haystack or needle in flat
+        return needle in haystack or needle in flat or needle in pytest_name
 
     return bool(expression.evaluate(matcher))
 

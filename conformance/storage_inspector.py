@@ -8,6 +8,8 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
+from conformance.storage_contract import SchemaShape, StoredValues, describe, stored_values
+
 DB_FILE = "host.db"
 
 
@@ -16,6 +18,12 @@ class StorageInspector:
 
     def __init__(self, data_dir: Path) -> None:
         self.path = data_dir / DB_FILE
+
+    @contextmanager
+    def connect(self) -> Iterator[sqlite3.Connection]:
+        """A read-only connection to the database, closed after the block."""
+        with self._connect() as conn:
+            yield conn
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -53,6 +61,18 @@ class StorageInspector:
                 "WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name"
             ).fetchall()
         return [(r[0], r[1], r[2], r[3]) for r in rows]
+
+    def shape(self) -> SchemaShape:
+        """The structure of the database, as SQLite describes it."""
+        with self._connect() as conn:
+            conn.row_factory = None
+            return describe(conn)
+
+    def values(self) -> StoredValues:
+        """Every stored row of every table, keyed by primary key."""
+        with self._connect() as conn:
+            conn.row_factory = None
+            return stored_values(conn)
 
     def journal_mode(self) -> str:
         """The journal mode recorded in the file (``wal`` for a WAL database)."""

@@ -88,7 +88,6 @@ def requirement_status(
     requirement_id: str,
     tagged: Sequence[ScenarioResult],
     blamed_by: Sequence[ScenarioResult],
-    require_full: bool,
 ) -> RequirementStatus:
     """One requirement's verdict from the scenarios tagged with it and those blaming it."""
     if any(s.status == "failed" for s in blamed_by):
@@ -99,11 +98,11 @@ def requirement_status(
         s.status == "expected-failure" and s.failure and s.failure.kind != "check" for s in tagged
     ):
         return "expected-failure"
-    passed = any(s.status == "passed" for s in tagged)
-    unverified = any(s.status == "unverified" for s in tagged)
-    if unverified and (require_full or not passed):
+    # A requirement one of whose checks could not run is not fully verified, even when
+    # its other scenarios passed; it counts against the host only with --require-full.
+    if any(s.status == "unverified" for s in tagged):
         return "unverified"
-    if passed:
+    if any(s.status == "passed" for s in tagged):
         return "passed"
     return "not-run"
 
@@ -124,7 +123,7 @@ def build_summary(
         blamed_by = [
             s for s in adjusted if s.failure is not None and requirement.id in s.failure.blamed
         ]
-        status = requirement_status(requirement.id, tagged, blamed_by, run.require_full)
+        status = requirement_status(requirement.id, tagged, blamed_by)
         if status == "not-run" and requirement.id not in tagged_anywhere and requirement.pending:
             status = "pending"
         requirements.append(

@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from conformance.client import HarnessError, HostClient, Predicate, RpcError
 from conformance.connection import WireRecord
@@ -21,6 +21,9 @@ from conformance.contract import Violation
 from conformance.drivers import ExitInfo, HostDriver, RunningHost
 from conformance.mock_provider import MockProvider
 from conformance.storage_inspector import StorageInspector
+
+if TYPE_CHECKING:
+    from conformance.loopback_page import LocalPage
 
 T = TypeVar("T")
 
@@ -78,6 +81,8 @@ class Cursors:
     provider_approve: int = 0  # provider requests, from the last approve
     provider_restart: int = 0  # provider requests, from the last restart
     restart: int = 0  # notifications, from the last restart
+    decision: int = 0  # notifications, from the last reject or expiry of a plan
+    provider_decision: int = 0  # provider requests, from the last reject or expiry of a plan
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,19 @@ class SubmittedPlan:
     title: str
     markdown: str
     question: str
+
+
+@dataclass(frozen=True)
+class ApprovalSnapshot:
+    """An approval and its session, over the protocol and in storage, at one moment, with
+    the positions of the notification and provider histories at that moment."""
+
+    approval: dict[str, Any]
+    row: dict[str, Any]
+    session: dict[str, Any]
+    session_row: dict[str, Any]
+    notifications: int
+    provider_requests: int
 
 
 @dataclass
@@ -100,15 +118,42 @@ class PlanState:
     reloaded: dict[str, Any] | None = None  # the approval a reloaded client read
     concurrent_responses: list[dict[str, Any]] = field(default_factory=list)
     permission_request: dict[str, Any] | None = None
+    read_outcome: Outcome | None = None  # the last attempt to open the artifact
+    turn_id: str | None = None  # the Plan turn the harness started for the approval
+    prompt: str | None = None  # the user's text of that Plan turn
+    clock_at_turn_start: int | None = None
+    clock_at_decision: int | None = None  # the host clock when approve or reject was sent
+    before_action: ApprovalSnapshot | None = None  # read back just before an action
+    approved: dict[str, Any] | None = None  # the result of the last successful approve
+    later_turn_id: str | None = None  # a prompt turn the harness started after the plan
+    closing_scripted: bool = False  # the execution's last answer is already scripted
+    earlier_approval: dict[str, Any] | None = None  # approved before the one acted on now
 
 
 @dataclass
 class RestartObservation:
-    """What the first answers of a restarted host showed."""
+    """What the first answers of a restarted host showed, and what came before them."""
 
     stored_at_first_answer: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     approvals: list[dict[str, Any]] = field(default_factory=list)
     session: dict[str, Any] | None = None
+    # session alias -> its approvals, as the host listed them before and after the restart
+    approvals_before: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    approvals_after: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    stored_before: dict[str, dict[str, tuple[Any, ...]]] = field(default_factory=dict)
+    answers_before: dict[str, Any] = field(default_factory=dict)  # read -> its result
+    workspace_before: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class SecondHost:
+    """A second host process started on the data dir a live host holds."""
+
+    lines: list[Any] = field(default_factory=list)  # every JSON value it wrote
+    exit_status: int | None = None
+    served: bool = False  # it answered initialize
+    stderr: str = ""
+    files_before: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -118,6 +163,8 @@ class SeededDatabase:
     tables: dict[str, list[tuple[Any, ...]]] = field(default_factory=dict)
     digest: str | None = None
     refusal: str | None = None  # why the host stopped instead of serving
+    files: dict[str, str] = field(default_factory=dict)  # the data dir's tree, by digest
+    approvals: list[tuple[Any, ...]] = field(default_factory=list)  # seeded v8 approvals
 
 
 @dataclass
@@ -125,9 +172,97 @@ class Arrangement:
     """Files and folders the scenario arranged on disk."""
 
     workspace_before: dict[str, str] = field(default_factory=dict)
+    neighbours: list[str] = field(default_factory=list)  # names next to the project folder
     outside: Path | None = None
     other_project: Path | None = None
+    other_secret: str | None = None  # text only the other project's file holds
+    other_project_before: dict[str, str] = field(default_factory=dict)
     earlier_artifacts: dict[str, str] = field(default_factory=dict)
+    local_page: LocalPage | None = None  # a page served on a loopback address
+    artifact_bytes: bytes | None = None  # an artifact's bytes before the scenario changed it
+
+
+@dataclass(frozen=True)
+class ScriptedCall:
+    """A tool call the scripted model makes, by tool name and call id."""
+
+    tool: str
+    call_id: str
+    arguments: dict[str, Any] | str = ""
+
+
+@dataclass
+class ModelScript:
+    """The tool calls the scenario scripted, in order, so checks can find their results."""
+
+    calls: list[ScriptedCall] = field(default_factory=list)
+    earlier_conversation: list[str] = field(default_factory=list)  # texts of earlier turns
+    last_batch: list[ScriptedCall] = field(default_factory=list)  # calls of one message
+
+    def call_id(self, tool: str) -> str:
+        """The id of the last scripted call of ``tool``."""
+        return need(self.last_call_id(tool), f"scripted {tool} call")
+
+    def arguments(self, tool: str) -> dict[str, Any] | str:
+        """The arguments of the last scripted call of ``tool``."""
+        for call in reversed(self.calls):
+            if call.tool == tool:
+                return call.arguments
+        raise HarnessError(f"the scenario has no scripted {tool} call yet")
+
+    def last_call_id(self, tool: str) -> str | None:
+        """The id of the last scripted call of ``tool``, if the scenario scripted one."""
+        found = [c.call_id for c in self.calls if c.tool == tool]
+        return found[-1] if found else None
+
+
+@dataclass
+class ConcurrentSearch:
+    """What happened while a model-supplied search ran and another session was used."""
+
+    call_id: str = ""
+    other_error: str | None = None  # why the other session was not served, if it was not
+    other_ended_first: bool = False  # the other session's turn ended before the search did
+    search_seconds: float | None = None  # from the call to its result; None: no result
+    result: dict[str, Any] | None = None  # the search's turn/toolResult
+
+
+@dataclass
+class WireExchange:
+    """Raw lines the scenario wrote and what the host answered to them."""
+
+    unmatched_mark: int = 0  # answers to raw lines are the unmatched responses from here on
+    sent: list[Any] = field(default_factory=list)  # the ids of the raw requests, in order
+    answers: list[dict[str, Any]] = field(default_factory=list)
+    refusal: dict[str, Any] | None = None  # the JSON-RPC error object of the last refusal
+    held_before: dict[str, Any] | None = None  # what the host held before a refused request
+
+
+@dataclass
+class SessionsState:
+    """Sessions and turns as the harness made them, for checks that must not trust the
+    host's own account (which session a turn belongs to, what a session looked like)."""
+
+    turn_owner: dict[str, str] = field(default_factory=dict)  # turn id -> session id prompted
+    turn_of: dict[str, str] = field(default_factory=dict)  # session alias -> its last turn id
+    configuration_before: dict[str, Any] | None = None  # session/get before a refused change
+    stored_before: dict[str, Any] | None = None  # its sessions row at the same moment
+    changed_to: dict[str, Any] = field(default_factory=dict)  # the last accepted change
+    first_exchange: tuple[str, str] | None = None  # (user text, model answer)
+    provider_mark: int = 0  # provider requests from the last prompt the steps sent
+
+
+@dataclass
+class CommandWatch:
+    """The shells and the command a scenario watches."""
+
+    turn_id: str | None = None  # the turn the command runs in
+    shell: dict[str, Any] | None = None  # the catalog entry it should run in
+    executable: str | None = None  # the program the shell process really was
+    default_before: str | None = None  # the default shell id before the scenario changed it
+    chosen_default: dict[str, Any] | None = None  # the shell the user made the default
+    ran_while_running: bool | None = None  # output seen before the command ended
+    open_gates: list[int] = field(default_factory=list)  # pipe descriptors to close
 
 
 @dataclass
@@ -158,6 +293,12 @@ class World:
     seeded: SeededDatabase = field(default_factory=SeededDatabase)
     arranged: Arrangement = field(default_factory=Arrangement)
     tasks: TaskState = field(default_factory=TaskState)
+    wire: WireExchange = field(default_factory=WireExchange)
+    boundary: SessionsState = field(default_factory=SessionsState)
+    script: ModelScript = field(default_factory=ModelScript)
+    search: ConcurrentSearch = field(default_factory=ConcurrentSearch)
+    second_host: SecondHost | None = None
+    commands: CommandWatch = field(default_factory=CommandWatch)
     active_turn: str | None = None
     last_turn_end: dict[str, Any] | None = None
     raw_frames_sent: int = 0
@@ -174,10 +315,15 @@ class World:
 
     # -- host lifecycle -----------------------------------------------------------------
 
-    def start_host(self) -> RunningHost:
-        """Start a host on this scenario's data dir (stopping none: call stop first)."""
+    def start_host(self, create_data_dir: bool = True) -> RunningHost:
+        """Start a host on this scenario's data dir (stopping none: call stop first).
+
+        The harness creates the data dir first, unless the scenario arranged it itself
+        (``create_data_dir=False``, for a data dir that is deliberately not a folder).
+        """
         assert self.host is None, "a host is already running"
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if create_data_dir:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
         self.host = self.driver.start(self.data_dir)
         self.client = HostClient(self.host, self.timeout)
         self.client_offset = time.monotonic() - self.started_at

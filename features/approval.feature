@@ -1,7 +1,9 @@
 @area:approval
 Feature: Approving and rejecting a plan
   A submitted plan waits for the user. The only ways forward are Approve, which needs an
-  explicit execution permission mode, and Reject, which is final and grants nothing (§3, §4).
+  explicit execution permission mode, and Reject, which is final and grants nothing. Once
+  decided, a plan stays decided: no later action, from this client or a stale one, changes
+  it (§3, §4, Consequences).
 
   Background:
     Given a connected client
@@ -12,6 +14,7 @@ Feature: Approving and rejecting a plan
     @R3.1 @R7.2
     Scenario: The pending approval shows its title, question, artifact, expiry and status
       Then the approval shows its title, question, artifact, absolute expiry and status
+      And the approval is recorded the same way in storage
 
   Rule: Approve and Reject are the only actions (§1, §3)
 
@@ -20,6 +23,7 @@ Feature: Approving and rejecting a plan
       When the user asks for changes to the plan
       Then the request is refused with METHOD_NOT_FOUND
       And the approval is pending
+      And no execution was started
 
     @R3.7
     Scenario: Rejecting carries no feedback
@@ -43,11 +47,14 @@ Feature: Approving and rejecting a plan
       And the approval and the session are unchanged
       And no execution was started
 
-    @R3.4 @R4.6 @C4
-    Scenario Outline: Approving switches the session to Agent with the chosen mode (<mode>)
+    @R3.4 @R4.4 @R4.6 @R7.2 @C4
+    Scenario Outline: Approving with <mode> switches the session to Agent with that mode
+      Given 5 minutes passed
       When the user approves the plan with permission mode <mode>
-      Then the session is in Agent mode with permission mode <mode>
+      Then the session switched to Agent mode with permission mode <mode>
+      And the approval answers with the approved plan and the session
       And the approval records permission mode <mode> and an execution
+      And the approval was decided at the moment of the decision
 
       Examples:
         | mode         |
@@ -57,13 +64,16 @@ Feature: Approving and rejecting a plan
 
   Rule: Reject is final and grants no permission mode (§3, Consequences)
 
-    @R3.6
+    @R3.6 @R4.4 @R7.2
     Scenario: Rejecting keeps the session in Plan with its permission mode
+      Given 5 minutes passed
       When the user rejects the plan
-      Then the approval is rejected
+      Then the approval selects no permission mode and no execution
       And the session is in Plan mode
       And the session's permission mode is unchanged
-      And the approval selects no permission mode and no execution
+      And the rejection answers with the rejected plan
+      And the approval is rejected
+      And the approval was decided at the moment of the decision
       And no execution was started
 
     @R3.6
@@ -72,13 +82,50 @@ Feature: Approving and rejecting a plan
       Then the request is refused with INVALID_PARAMS
       And the approval is pending
 
+  Rule: A decided plan stays decided (§3, §4, Consequences)
+
     @C6 @R4.4
-    Scenario: A rejected plan cannot be approved afterwards
-      Given the user rejects the plan
-      When a stale client approves the plan with permission mode auto
+    Scenario Outline: A rejected plan cannot be <decision> afterwards
+      Given the user rejected the plan
+      When a stale client <action>
       Then the request is refused with APPROVAL_NOT_PENDING
-      And the approval is rejected
+      And the approval is unchanged
+      And the session is unchanged
       And no execution was started
+
+      Examples:
+        | decision       | action                                      |
+        | approved       | approves the plan with permission mode auto |
+        | rejected again | rejects the plan                            |
+
+    @R3.8 @R4.4
+    Scenario Outline: An approved plan cannot be <decision> afterwards
+      Given the user approved the plan with permission mode auto
+      And the execution has finished
+      When a stale client <action>
+      Then the request is refused with APPROVAL_NOT_PENDING
+      And the approval is unchanged
+      And the session is unchanged
+      And the model received no new request
+
+      Examples:
+        | decision       | action                                     |
+        | approved again | approves the plan with permission mode ask |
+        | rejected       | rejects the plan                           |
+
+    @R4.4
+    Scenario Outline: A plan interrupted by a restart cannot be <decision> afterwards
+      When the host restarts
+      And a stale client <action>
+      Then the request is refused with APPROVAL_NOT_PENDING
+      And the approval is unchanged
+      And the session is unchanged
+      And no execution was started
+
+      Examples:
+        | decision | action                                      |
+        | approved | approves the plan with permission mode auto |
+        | rejected | rejects the plan                            |
 
   Rule: Approval never happens implicitly (§3)
 
@@ -86,20 +133,15 @@ Feature: Approving and rejecting a plan
     Scenario: A reloaded client finds the plan still waiting
       When the client reloads and reads the approval again
       Then the approval is pending
+      And the deadline is unchanged
       And no execution was started
 
     @R3.8 @C2
     Scenario: A reloaded client can still approve
       Given the client reloads and reads the approval again
+      And the model will answer "The plan is carried out."
       When the user approves the plan with permission mode ask
       Then the approval records permission mode ask and an execution
-
-    @R3.8
-    Scenario: A stale client cannot approve an approved plan again
-      Given the user approved the plan with permission mode auto
-      When a stale client approves the plan with permission mode ask
-      Then the request is refused with APPROVAL_NOT_PENDING
-      And the session is in Agent mode with permission mode auto
 
     @R3.8 @R5.7
     Scenario: A stale approval during the execution is refused at once
@@ -110,6 +152,24 @@ Feature: Approving and rejecting a plan
       Then the request is refused with APPROVAL_NOT_PENDING
       And no permission was given without the user
 
+    @R3.8 @C6
+    Scenario: Approving an earlier, rejected plan leaves the newer plan waiting
+      Given the user rejected the plan
+      And the model submitted a new plan titled "Second attempt"
+      When a stale client approves the first plan with permission mode auto
+      Then the request is refused with APPROVAL_NOT_PENDING
+      And the plan titled "Second attempt" is still awaiting approval
+      And no execution was started
+
+  Rule: Only one plan waits for approval at a time (§4)
+
+    @R4.8
+    Scenario: Another plan cannot be asked for while one is waiting
+      Given the model will submit a plan titled "Second attempt"
+      When the user tries to ask for another plan
+      Then the request is refused with APPROVAL_PENDING
+      And only the plan titled "Add caching" is awaiting approval
+
   Rule: Approval is one transaction (§4)
 
     @R4.6
@@ -119,8 +179,11 @@ Feature: Approving and rejecting a plan
       Then the request is refused with INTERNAL_ERROR
       And the approval and the session are unchanged
       And no execution was started
+      And the plan can still be approved with permission mode ask
 
     @R4.4 @R4.9
     Scenario: Two approvals sent at once: exactly one wins
+      Given the model will answer "The plan is carried out."
       When the user approves the plan twice at once with permission mode auto
       Then exactly one of the two approvals succeeded
+      And exactly one execution ran

@@ -3,6 +3,8 @@ Feature: Immutable host-written plan artifacts
   Every accepted submission becomes a new Markdown file that the host writes under the
   project's .pi/plan folder, byte for byte as submitted, and records with its hash and size
   in the approval. When anything about the location is doubtful, nothing is created (§2).
+  The files stay as written: the agent cannot write into the plan folder, and a plan whose
+  file changed on disk cannot be approved (Consequences, project rules P12 and P13).
 
   Background:
     Given a connected client
@@ -25,6 +27,7 @@ Feature: Immutable host-written plan artifacts
         | byte order mark            |
         | NUL character              |
         | characters outside the BMP |
+        | decomposed accents         |
         | trailing spaces            |
         | no final newline           |
         | empty                      |
@@ -44,22 +47,36 @@ Feature: Immutable host-written plan artifacts
 
   Rule: The host owns the artifact's folder and name (§2)
 
-    @R2.2 @R2.3
+    @R2.2
     Scenario: The artifact is a new markdown file in the plan folder
       Given a session for the project in Plan mode
-      And the model will submit a plan titled "../../escape attempt"
+      And the model will submit a plan titled "A plain plan"
       When the user asks for a plan
       Then the artifact lives in the project's plan folder with a markdown name
+
+    @R2.3
+    Scenario Outline: A title that looks like a path does not move the artifact (<title>)
+      Given a session for the project in Plan mode
+      And the model will submit a plan titled "<title>"
+      When the user asks for a plan
+      Then nothing was written outside the project's plan folder
       And the plan artifact holds exactly the submitted markdown
+
+      Examples:
+        | title                |
+        | ../../escape attempt |
+        | /tmp/absolute plan   |
+        | nested/folder/plan   |
+        | .pi/plan/chosen.md   |
 
   Rule: Each submission gets its own file and never replaces an earlier one (§2)
 
-    @R2.4 @R2.5
-    Scenario: Two identical submissions get two files
+    @R2.4 @R2.5 @R2.9
+    Scenario: Two identical submissions at the same moment get two files
       Given a session for the project in Plan mode
       And the model will submit a plan titled "Same plan"
       And the user asks for a plan
-      And the user rejects the plan
+      And the user rejected the plan
       And the model will submit a plan titled "Same plan"
       When the user asks for another plan
       Then each submission has its own artifact
@@ -82,30 +99,45 @@ Feature: Immutable host-written plan artifacts
       When the user asks for a plan
       Then the approval records the artifact's path, SHA-256 and size
 
-    @R3.2
-    Scenario: Opening the artifact returns the file's exact bytes
+  Rule: Opening a plan returns the artifact's exact bytes (§3)
+
+    @R3.2 @C1
+    Scenario Outline: Opening the artifact returns the file's exact bytes (<sample>)
       Given a session for the project in Plan mode
-      And the model will submit a plan whose markdown has CRLF line endings
+      And the model will submit a plan whose markdown has <sample>
       And the user asks for a plan
       When the user opens the plan artifact
       Then opening the artifact returns its exact bytes
 
-  Rule: Artifacts are immutable and stay in place (Consequences)
+      Examples:
+        | sample            |
+        | CRLF line endings |
+        | NUL character     |
+        | byte order mark   |
+        | empty             |
 
-    @C10
-    Scenario: The artifact is read-only on disk
-      Given a session for the project in Plan mode
-      And the model will submit a plan titled "Frozen"
-      When the user asks for a plan
-      Then the artifact file is read-only
+  Rule: Artifacts stay in place, as written, whatever happens to the plan (Consequences)
+
+    @C9 @C10
+    Scenario Outline: The artifact stays as written after <ending>
+      Given a plan titled "Keep me" is awaiting approval
+      When <ending>
+      Then the plan artifact is still there, byte for byte as submitted
+
+      Examples:
+        | ending                                          |
+        | the user rejects the plan                       |
+        | the plan's time runs out                        |
+        | the plan is approved and carried out            |
+        | the host is restarted while the plan awaits approval |
 
     @C10
     Scenario Outline: The agent cannot change an artifact while executing the plan (<change>)
       Given a plan titled "Keep me" is awaiting approval
       And the model will try to <change> the plan artifact
       When the user approves the plan with permission mode auto
-      Then the execution ends
-      And the <tool> call was denied with TOOL_DENIED
+      And the approved plan has been carried out
+      Then the <tool> call was refused with TOOL_DENIED
       And the plan artifact holds exactly the submitted markdown
 
       Examples:
@@ -113,13 +145,55 @@ Feature: Immutable host-written plan artifacts
         | write  | Write |
         | edit   | Edit  |
 
-    @C9
-    Scenario: A rejected plan keeps its artifact
-      Given a session for the project in Plan mode
-      And the model will submit a plan titled "Kept"
-      And the user asks for a plan
-      When the user rejects the plan
-      Then the plan artifact holds exactly the submitted markdown
+  Rule: The plan folder is the host's alone, in every mode (project rule P12)
+
+    @P12
+    Scenario Outline: The agent cannot write into the plan folder (<attempt>, <permission>)
+      Given a plan titled "Keep me" was submitted and rejected
+      And the session was switched to Agent mode with permission mode <permission>
+      And the project has a folder "docs" that leads into its plan folder
+      And the model will <attempt> and then answer
+      When the user sends a prompt
+      Then the <tool> call was refused with TOOL_DENIED
+      And the plan folder holds only the artifact, unchanged
+
+      Examples:
+        | attempt                                            | tool  | permission   |
+        | overwrite the plan artifact                        | Write | auto         |
+        | edit the plan artifact                             | Edit  | accept-edits |
+        | write a new file into the plan folder              | Write | auto         |
+        | write into the plan folder by a roundabout path    | Write | accept-edits |
+        | write into the plan folder through a linked folder | Write | auto         |
+
+  Rule: A plan whose file changed on disk cannot be approved or opened (project rule P13)
+
+    @P13
+    Scenario Outline: A plan file <change> on disk after submission is not approved
+      Given a plan titled "Checked at approval" is awaiting approval
+      And the plan file is <change> on disk after submission
+      When the user tries to approve the plan with permission mode auto
+      Then approving is refused with <code>
+      And the plan still awaits approval and the session is unchanged
+      And opening the plan is refused with <code>
+      And after rejecting the plan the user can start a new turn
+
+      Examples:
+        | change                                | code                |
+        | changed                               | ARTIFACT_MODIFIED   |
+        | extended                              | ARTIFACT_MODIFIED   |
+        | replaced by bytes that are not UTF-8  | ARTIFACT_MODIFIED   |
+        | deleted                               | ARTIFACT_UNREADABLE |
+        | replaced by a folder                  | ARTIFACT_UNREADABLE |
+
+    @P13
+    Scenario: A plan file put back as it was can be approved
+      Given a plan titled "Checked at approval" is awaiting approval
+      And the plan file is changed on disk after submission
+      And the user tried to approve the plan with permission mode auto
+      And the model will answer "Carried out."
+      When the plan file is put back as it was
+      And the user tries to approve the plan with permission mode auto
+      Then the approval goes ahead and the plan is carried out
 
   Rule: A doubtful location or a failed write creates nothing (§2)
 
@@ -127,23 +201,23 @@ Feature: Immutable host-written plan artifacts
     Scenario Outline: No artifact and no approval when the plan folder is unsafe (<arrangement>)
       Given <arrangement>
       And a session for the project in Plan mode
-      And the model will submit a plan titled "Unsafe"
+      And the model will try to submit a plan titled "Unsafe"
       When the user asks for a plan
       Then the SubmitPlan call was refused with PLAN_PATH_UNSAFE
       And no approval exists
 
       Examples:
-        | arrangement                                                        |
+        | arrangement                                                            |
         | the project's .pi folder is a symlink to a folder outside the project  |
         | the project's plan folder is a symlink to a folder outside the project |
-        | the project's plan folder is a regular file                        |
-        | the project's .pi folder is a regular file                         |
+        | the project's plan folder is a regular file                            |
+        | the project's .pi folder is a regular file                             |
 
     @R2.12
     Scenario: A symlinked .pi folder is not followed
       Given the project's .pi folder is a symlink to a folder outside the project
       And a session for the project in Plan mode
-      And the model will submit a plan titled "Outside"
+      And the model will try to submit a plan titled "Outside"
       When the user asks for a plan
       Then the folder outside the project is still empty
 
@@ -151,26 +225,34 @@ Feature: Immutable host-written plan artifacts
     Scenario: A project folder that disappeared is refused
       Given a session for the project in Plan mode
       And the project folder has been deleted
-      And the model will submit a plan titled "Gone"
+      And the model will try to submit a plan titled "Gone"
       When the user asks for a plan
       Then the SubmitPlan call was refused with WORKSPACE_INVALID
       And no approval exists
 
     @R2.12
-    Scenario: A failed write creates no approval
+    Scenario: A project folder that cannot be written to gets no approval
       Given a session for the project in Plan mode
-      And the host will fail to write the next artifact
-      And the model will submit a plan titled "Write fails"
+      And the project folder cannot be written to
+      And the model will try to submit a plan titled "Read-only"
       When the user asks for a plan
       Then the SubmitPlan call was refused with ARTIFACT_WRITE_FAILED
       And no approval exists
-      And the session has 0 artifacts in its plan folder
+
+    @R2.12
+    Scenario: A failed write creates no approval
+      Given a session for the project in Plan mode
+      And writing the next plan file will fail
+      And the model will try to submit a plan titled "Write fails"
+      When the user asks for a plan
+      Then the SubmitPlan call was refused with ARTIFACT_WRITE_FAILED
+      And no approval exists
 
     @R2.10 @R2.12
     Scenario: A failed flush creates no approval
       Given a session for the project in Plan mode
-      And the host will fail to flush the next artifact
-      And the model will submit a plan titled "Flush fails"
+      And flushing the next plan file will fail
+      And the model will try to submit a plan titled "Flush fails"
       When the user asks for a plan
       Then the SubmitPlan call was refused with ARTIFACT_WRITE_FAILED
       And no approval exists

@@ -1,64 +1,87 @@
 @area:deadline
 Feature: The absolute approval deadline
   A plan waits at most 30 minutes from the moment the host created it, on the host's own
-  clock. Looking at it again never buys more time, and when the time is up the host
-  records the expiry itself (§3).
+  clock, however long the model took to write it. Looking at it again never buys more
+  time, and when the time is up the host records the expiry itself, whether or not anyone
+  is looking (§3).
 
   Background:
     Given a connected client
-    And a plan titled "Migrate the database" is awaiting approval
+    And the model spent 7 minutes preparing a plan titled "Migrate the database"
 
   Rule: The deadline is 30 minutes after creation, fixed at creation (§3)
 
     @R3.9
     Scenario: The deadline is 30 minutes after the host created the approval
-      Then the approval expires 30 minutes after the host created it
+      Then the approval was created when the model submitted the plan
+      And the approval expires 30 minutes after the host created it
 
     @R3.12
-    Scenario: Reading the approval again does not move the deadline
+    Scenario: Opening the plan again does not move the deadline
       Given 10 minutes passed
       When the user opens the plan artifact
       Then the deadline is unchanged
+      And the plan still expires at its original deadline
 
     @R3.10
     Scenario: A reloaded client sees the original deadline
       Given 20 minutes passed
       When the client reloads and reads the approval again
       Then the deadline is unchanged
+      And the plan still expires at its original deadline
 
   Rule: At the deadline the host records the expiry by itself (§3)
 
     @R3.11 @R3.8
-    Scenario: The plan expires when the time is up
+    Scenario: The plan expires when the time is up, with nobody looking
       When 30 minutes pass
-      Then the approval expired with PLAN_APPROVAL_TIMEOUT
+      Then the host announced the expiry on its own
+      And the approval expired with PLAN_APPROVAL_TIMEOUT
       And no execution was started
       And the session is in Plan mode
 
     @R3.11
     Scenario: One millisecond before the deadline the plan can still be approved
       Given the clock reached one millisecond before the deadline
+      And the model will answer "The plan is carried out."
       When the user approves the plan with permission mode ask
       Then the approval records permission mode ask and an execution
-
-    @R3.11
-    Scenario: Exactly at the deadline approval is refused
-      Given the clock reached exactly the deadline
-      When the user approves the plan with permission mode ask
-      Then the request is refused with PLAN_APPROVAL_TIMEOUT
-      And the approval expired with PLAN_APPROVAL_TIMEOUT
-      And no execution was started
-
-    @R3.11
-    Scenario: After the deadline rejection is refused too
-      Given the clock reached one millisecond after the deadline
-      When the user rejects the plan
-      Then the request is refused with PLAN_APPROVAL_TIMEOUT
-      And the approval is expired
+      And the approval was decided at the moment of the decision
 
     @R3.11 @R1.11
     Scenario: After expiry a new plan can be submitted
       Given 31 minutes passed
       And the model will submit a plan titled "Second attempt"
-      When the user asks for another plan
+      When the user asks the agent for a new plan
       Then an approval is pending for the plan titled "Second attempt"
+
+  Rule: A decision at or after the deadline is refused as timed out (project rule P14)
+
+    @P14
+    Scenario Outline: <decision> when the clock shows <moment> the deadline is refused as timed out
+      Given the clock reached <moment> the deadline
+      When the user <action>
+      Then the request is refused with PLAN_APPROVAL_TIMEOUT
+      And the approval expired with PLAN_APPROVAL_TIMEOUT
+      And no execution was started
+
+      Examples:
+        | decision  | moment                | action                                      |
+        | Approving | exactly               | approves the plan with permission mode ask  |
+        | Rejecting | exactly               | rejects the plan                            |
+        | Approving | one millisecond after | approves the plan with permission mode auto |
+        | Rejecting | one millisecond after | rejects the plan                            |
+
+    @P14 @R4.4
+    Scenario Outline: An expired plan cannot be <decision> afterwards
+      Given 31 minutes passed
+      When a stale client <action>
+      Then the request is refused with PLAN_APPROVAL_TIMEOUT
+      And the approval is unchanged
+      And the session is unchanged
+      And no execution was started
+
+      Examples:
+        | decision | action                                      |
+        | approved | approves the plan with permission mode auto |
+        | rejected | rejects the plan                            |

@@ -1,8 +1,9 @@
 @area:execution
 Feature: Executing an approved plan
   Approval hands the plan to the same agent, now in Agent mode with the chosen permission
-  mode. The execution is queued, runs, and completes, and the permission mode governs which
-  tool calls ask the user first (§3, §4).
+  mode. The execution is queued, runs, and completes; the agent starts from the approved
+  plan and the conversation that produced it. The permission mode then governs which tool
+  calls ask the user first, in the execution and in every later request (§3, §4).
 
   Background:
     Given a connected client
@@ -10,54 +11,153 @@ Feature: Executing an approved plan
 
   Rule: The same agent runs the approved plan: queued, running, completed (§4)
 
-    @R4.5 @R4.7
-    Scenario: An approved plan runs to completion
+    @R4.5 @R4.6 @C4
+    Scenario: An approved plan is queued, runs and completes
+      Given the model will take its time to carry out the plan
       When the user approves the plan with permission mode auto
-      Then the same agent runs the approved plan
-      And the execution runs to completion
-      And the session is in Agent mode with permission mode auto
+      Then the approval answers that the execution is queued
+      And the execution is running while the model works
+      When the model finishes its work
+      Then the execution has completed
+      And the session switched to Agent mode with permission mode auto
 
-  Rule: The selected permission mode decides what asks first (§3, project rule P7)
+    @R4.7
+    Scenario: The same agent carries out the plan, with the conversation that produced it
+      When the user approves the plan with permission mode auto
+      Then the execution turn belongs to the session of the plan
+      And the model was given the conversation that produced the plan
+      And the execution runs to completion
+
+    @P15
+    Scenario: The execution starts from the approved plan's artifact and content
+      When the user approves the plan with permission mode auto
+      Then the model was given the approved plan's path and full content
+      And the execution runs to completion
+
+  Rule: A session runs one execution at a time (§4)
+
+    @R4.9
+    Scenario: A plan made during an execution is carried out after that execution ended
+      Given the model will turn to planning during the execution and submit a plan titled "Follow-up"
+      And the user approved the plan with permission mode auto
+      When the user approves the plan titled "Follow-up" as soon as it is submitted, with permission mode auto
+      Then the follow-up plan is carried out after the earlier execution has ended
+
+  Rule: The permission mode decides what asks first, in the execution (§3, project rule P7)
 
     @P7
     Scenario: With ask, a file change waits for the user's permission
       Given the model will call Write on "notes.txt"
       When the user approves the plan with permission mode ask
-      Then the host asks permission before Write
+      Then the user is asked for permission before Write
       When the user allows it
-      Then the execution ends
+      Then the execution has finished
+      And the Write call succeeded
       And the project file "notes.txt" contains "written by the model"
 
     @P7
     Scenario: With ask, a denied file change changes nothing
       Given the model will call Write on "notes.txt"
       When the user approves the plan with permission mode ask
-      Then the host asks permission before Write
+      Then the user is asked for permission before Write
       When the user denies it
-      Then the execution ends
-      And the project has no file "notes.txt"
+      Then the execution has finished
+      And the Write call reports that permission was denied
+      And the project is as it was before
 
     @P7
     Scenario: With accept-edits, file changes run without asking
       Given the model will call Write on "notes.txt"
       When the user approves the plan with permission mode accept-edits
-      Then the execution ends
-      And no permission was asked
+      Then the execution has finished
+      And the user was not asked for permission
+      And the Write call succeeded
       And the project file "notes.txt" contains "written by the model"
 
     @P7
     Scenario: With accept-edits, commands still ask
       Given the model will run the command "echo ran > ran.txt"
       When the user approves the plan with permission mode accept-edits
-      Then the host asks permission before Bash
+      Then the user is asked for permission before Bash
       When the user allows it
-      Then the execution ends
+      Then the execution has finished
+      And the Bash call succeeded
       And the project file "ran.txt" contains "ran"
 
     @P7
     Scenario: With auto, nothing asks
       Given the model will run the command "echo ran > ran.txt"
       When the user approves the plan with permission mode auto
-      Then the execution ends
-      And no permission was asked
+      Then the execution has finished
+      And the user was not asked for permission
+      And the Bash call succeeded
       And the project file "ran.txt" contains "ran"
+
+  Rule: The permission mode still applies after the execution (project rule P7)
+
+    @P7
+    Scenario: With ask, a later file change still waits for the user
+      Given the user approved the plan with permission mode ask
+      And the execution has finished
+      And the model will call Write on "later.txt"
+      When the user sends a new request to the agent
+      Then the user is asked for permission before Write
+      When the user denies it
+      Then the agent has finished the request
+      And the Write call reports that permission was denied
+      And the project is as it was before
+
+    @P7
+    Scenario: With ask, a later command still waits for the user
+      Given the user approved the plan with permission mode ask
+      And the execution has finished
+      And the model will run the command "echo later > later.txt"
+      When the user sends a new request to the agent
+      Then the user is asked for permission before Bash
+      When the user denies it
+      Then the agent has finished the request
+      And the Bash call reports that permission was denied
+      And the project is as it was before
+
+    @P7
+    Scenario: With accept-edits, a later command still waits for the user
+      Given the user approved the plan with permission mode accept-edits
+      And the execution has finished
+      And the model will run the command "echo later > later.txt"
+      When the user sends a new request to the agent
+      Then the user is asked for permission before Bash
+      When the user denies it
+      Then the agent has finished the request
+      And the Bash call reports that permission was denied
+      And the project is as it was before
+
+    @P7
+    Scenario: With accept-edits, a later file change runs without asking
+      Given the user approved the plan with permission mode accept-edits
+      And the execution has finished
+      And the model will call Write on "later.txt"
+      When the user sends a new request to the agent
+      Then the agent has finished the request
+      And the user was not asked for permission
+      And the Write call succeeded
+      And the project file "later.txt" contains "written by the model"
+
+  Rule: A permission question is answered once (project rule P7)
+
+    @P7
+    Scenario: An answered permission question cannot be answered again
+      Given the model will call Write on "notes.txt"
+      And the user approved the plan with permission mode ask
+      And the host asked permission before Write
+      When the user denies it
+      And the user sends a second answer to the same question, allowing the call
+      Then the request is refused with PERMISSION_REQUEST_NOT_FOUND
+      And the execution has finished
+      And the Write call reports that permission was denied
+      And the project has no file "notes.txt"
+
+    @P7
+    Scenario: An answer to a question that was never asked is refused
+      When the user answers a permission question that was never asked
+      Then the request is refused with PERMISSION_REQUEST_NOT_FOUND
+      And the approval is pending

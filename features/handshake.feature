@@ -1,41 +1,84 @@
 @area:handshake
 Feature: Protocol handshake and storage version
   A client and a host agree on protocol version 9 before anything else happens, and the
-  host tells the client which storage schema its database uses (ADR 0053 §7).
+  host tells the client which storage schema its database uses and what it can do
+  (ADR 0053 §7). Everything the host says follows the published contract.
 
   Rule: The host speaks protocol version 9 and nothing else (§7)
 
-    @R7.1 @P5
+    @R7.1
     Scenario: A client speaking version 9 is accepted
       Given a freshly started host
       When the client opens the connection asking for protocol version 9
       Then the connection is established with protocol version 9
 
     @R7.1
-    Scenario: A client speaking the previous version is refused
+    Scenario Outline: A client speaking <which> is refused
       Given a freshly started host
-      When the client opens the connection asking for protocol version 8
+      When the client opens the connection asking for protocol version <version>
       Then the request is refused with UNSUPPORTED_PROTOCOL_VERSION
+      And the refusal names protocol version 9 as the one the host speaks
       And the host still accepts a connection asking for protocol version 9
 
-    @R7.1
-    Scenario: A client speaking a future version is refused
-      Given a freshly started host
-      When the client opens the connection asking for protocol version 10
-      Then the request is refused with UNSUPPORTED_PROTOCOL_VERSION
+      Examples:
+        | which                | version |
+        | the previous version | 8       |
+        | a future version     | 10      |
 
-    @R7.1
-    Scenario: Nothing is served before the connection is opened
+  Rule: The connection is opened first, and only once (project rule)
+
+    @P6
+    Scenario Outline: Nothing is served before the connection is opened (<request>)
       Given a freshly started host
-      When the client sends a request before opening the connection
+      When the client asks for <request> before opening the connection
       Then the request is refused with NOT_INITIALIZED
       And the host still accepts a connection asking for protocol version 9
+      And nothing was created before the connection was opened
 
-    @R7.1
+      Examples:
+        | request                   |
+        | the list of sessions      |
+        | a new session             |
+        | a new scheduled task      |
+        | the list of shells        |
+        | the time on the host clock |
+
+    @P6
     Scenario: The connection is opened only once
       Given a connected client
       When the client opens the connection a second time
       Then the request is refused with ALREADY_INITIALIZED
+      And the host keeps serving requests
+
+    @P6
+    Scenario: The host announces what it can do
+      Given a freshly started host
+      When the client opens the connection asking for protocol version 9
+      Then the host announces the capabilities it was started with
+
+  Rule: Everything the host sends follows the published contract (project rule)
+
+    @P5
+    Scenario Outline: A refusal carries the catalog's number for its code (<code>)
+      Given a connected client
+      When the client makes <request>
+      Then the refusal carries the number the catalog lists for <code>
+
+      Examples:
+        | request                                      | code                |
+        | a request that is not JSON                   | PARSE_ERROR         |
+        | a request for a method that does not exist   | METHOD_NOT_FOUND    |
+        | a request for a session that does not exist  | SESSION_NOT_FOUND   |
+        | a request with a parameter that does not exist | INVALID_PARAMS    |
+        | a second opening of the connection           | ALREADY_INITIALIZED |
+
+    @P5
+    Scenario: A whole conversation follows the published contract
+      Given a connected client
+      And a session for the project
+      And the model will answer "Hello from the model."
+      When the user talks to the agent
+      Then every message the host sent follows the published contract
 
   Rule: A new host stores its data in storage schema version 10 (§7)
 

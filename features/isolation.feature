@@ -1,31 +1,81 @@
 @area:isolation
 Feature: Sessions are isolated from each other
-  Each session works in its own project and hears only its own events (§5).
+  Each session works in its own project, hears only its own events and decides only its own
+  plans, also while other sessions are busy (§5).
 
   Background:
     Given a connected client
     And a session for the project
-    And a second session for another project with a file "secret.txt"
+    And a second session for another project that keeps a secret
 
   Rule: One session cannot reach another session's project (§5)
 
     @R5.8
-    Scenario: Reading another project's file is refused
-      Given the model will read "secret.txt" from the other project
-      When the user sends a prompt
-      Then the Read call was refused with PATH_OUTSIDE_WORKSPACE
+    Scenario Outline: Reading another project's file is refused (<path>)
+      Given the second session is busy with a turn of its own
+      And the model will read the other project's secret <path>
+      When the user talks to the agent
+      Then the read did not succeed
+      And the other project's secret reached neither the model nor any message from the host
+      And the second session's turn is still running
 
-  Rule: Events and approvals belong to their own session (§5)
+      Examples:
+        | path                                  |
+        | by its absolute path                  |
+        | by a path climbing out of the project |
+        | through a link inside the project     |
+
+    @R5.8
+    Scenario Outline: Writing into another project is refused (<path>)
+      Given the second session is busy with a turn of its own
+      And the session acts without asking first
+      And the model will write a file into the other project <path>
+      When the user talks to the agent
+      Then the write did not succeed
+      And nothing in the other project changed
+      And the second session's turn is still running
+
+      Examples:
+        | path                                  |
+        | by its absolute path                  |
+        | by a path climbing out of the project |
+        | through a link inside the project     |
+
+  Rule: Events and actions belong to their own session (§5)
 
     @R5.9
-    Scenario: Turn notifications name their own session
-      Given the model will answer "Hello from the first session."
-      When the user sends a prompt
-      Then every notification about a turn names the session that owns it
+    Scenario: Two sessions answering at once each hear only their own turn
+      Given the model will answer each session in its own words, slowly
+      When the user prompts both sessions
+      And the model finishes both answers
+      Then every notification names the session the user prompted for its turn
+      And each session's answer reached only that session
 
     @R5.9
-    Scenario: A plan cannot be approved through another session
+    Scenario: Cancelling one session leaves the other's turn running
+      Given both sessions are busy with a turn
+      When the user cancels the second session's turn
+      Then the second session's turn ended as cancelled
+      And the first session's turn is still running
+      And once the model answers, the first session's turn completes
+
+    @R5.9
+    Scenario Outline: A plan cannot be <done> through another session
       Given a plan titled "Mine" is awaiting approval
-      When the user approves the plan through the second session
+      When the user tries to <action> the plan through the second session
       Then the request is refused with APPROVAL_NOT_FOUND
-      And the approval is pending
+      And the plan still awaits the user's decision
+      And the second session is unchanged
+
+      Examples:
+        | action  | done     |
+        | approve | approved |
+        | reject  | rejected |
+        | open    | opened   |
+        | read    | read     |
+
+    @R5.9
+    Scenario: Another session's plans are not listed
+      Given a plan titled "Mine" is awaiting approval
+      When the user lists the plans of the second session
+      Then the second session lists no plan

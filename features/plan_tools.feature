@@ -2,7 +2,9 @@
 Feature: What the agent may do while planning
   Plan is the same agent in a planning state. While planning, the host offers the model a
   fixed set of read-and-investigate tools plus SubmitPlan, and refuses everything that
-  would change the project on its own authority (§1).
+  would change the project on its own authority (§1). The tools it offers do their work,
+  every call gets exactly one answer, and no search the model asks for can stall the host
+  (project rules P9, P10, P22).
 
   Background:
     Given a connected client
@@ -10,52 +12,182 @@ Feature: What the agent may do while planning
   Rule: Plan offers exactly Read, Glob, Grep, BrowserPreview, Bash, EnterPlanMode, SubmitPlan and new_context (§1)
 
     @R1.4
-    Scenario: The model is offered exactly the planning tools
-      Given a session for the project in Plan mode
-      And the model will answer "Here is what I found."
+    Scenario: The model is offered exactly the planning tools, also after a tool call
+      Given the project has a file "notes.txt" containing "original"
+      And a session for the project in Plan mode
+      And the model will read "notes.txt" and then answer
       When the user sends a prompt
       Then the tools offered to the model are exactly Read, Glob, Grep, BrowserPreview, Bash, EnterPlanMode, SubmitPlan, new_context
 
+  Rule: There is no ExitPlanMode (§1)
+
     @R1.9
-    Scenario: There is no tool to leave Plan mode
-      Given a session for the project in Plan mode
+    Scenario Outline: No tool to leave Plan mode is offered (<mode>)
+      Given a session for the project in <mode> mode
       And the model will answer "Nothing to do."
       When the user sends a prompt
       Then the model was not offered ExitPlanMode
 
+      Examples:
+        | mode  |
+        | Plan  |
+        | Agent |
+
     @R1.9
-    Scenario: A call to ExitPlanMode is refused as an unknown tool
-      Given a session for the project in Plan mode
+    Scenario Outline: A call to ExitPlanMode is refused as an unknown tool (<mode>)
+      Given a session for the project in <mode> mode
       And the model will call ExitPlanMode
       When the user sends a prompt
       Then the ExitPlanMode call was refused with UNKNOWN_TOOL
-      And the session is in Plan mode
+      And the session is in <mode> mode
+
+      Examples:
+        | mode  |
+        | Plan  |
+        | Agent |
 
   Rule: The host itself refuses Write, Edit, plugin tools and unknown tools while planning (§1)
 
     @R1.5
     Scenario Outline: A change the model attempts while planning is refused (<tool>)
       Given the project has a file "notes.txt" containing "original"
-      And a session for the project in Plan mode
+      And a session for the project in Plan mode with permission mode auto
       And the model will call <tool> on "notes.txt"
       When the user sends a prompt
-      Then the <tool> call was denied with <code>
+      Then the <tool> call was refused with <code>
       And nothing in the project changed
 
       Examples:
-        | tool             | code         |
-        | Write            | TOOL_DENIED  |
-        | Edit             | TOOL_DENIED  |
-        | mcp__files__save | TOOL_DENIED  |
-        | TeleportFiles    | UNKNOWN_TOOL |
+        | tool                  | code         |
+        | Write                 | TOOL_DENIED  |
+        | Edit                  | TOOL_DENIED  |
+        | mcp__files__save      | TOOL_DENIED  |
+        | plugin__notes__append | TOOL_DENIED  |
+        | TeleportFiles         | UNKNOWN_TOOL |
 
   Rule: Plan is the same agent as Agent, in a planning state (§1)
 
     @R1.3
     Scenario: Switching to Plan keeps the conversation
       Given a session for the project
-      And the model will answer "I had a look."
       And the user had a conversation with the agent
+      And the model will answer "I had a look."
       When the user switches the session to Plan mode
       And the user sends a prompt
       Then the model saw the earlier conversation
+
+  Rule: Every tool offered in Plan does its work (project rule P10)
+
+    @P10
+    Scenario: Reading a file gives the model its text
+      Given the project has a file "notes.txt" containing "the cache lives in memory"
+      And a session for the project in Plan mode
+      And the model will read "notes.txt" and then answer
+      When the user sends a prompt
+      Then the model was given "the cache lives in memory" after its Read call
+
+    @P10
+    Scenario: Looking for files by pattern finds the files that are there
+      Given the project has a file "src/cache.py" containing "CACHE = {}"
+      And the project has a file "src/store.py" containing "STORE = []"
+      And the project has a file "README.md" containing "read me"
+      And a session for the project in Plan mode
+      And the model will look for files matching "src/*.py" and then answer
+      When the user sends a prompt
+      Then the model was given "src/cache.py" and "src/store.py" but not "README.md" after its Glob call
+
+    @P10
+    Scenario: Searching the project finds the matching lines in their files
+      Given the project has a file "src/cache.py" containing "def evict_oldest(): pass"
+      And the project has a file "src/store.py" containing "def keep_all(): pass"
+      And a session for the project in Plan mode
+      And the model will search the project for "evict_\w+" and then answer
+      When the user sends a prompt
+      Then the model was given "src/cache.py" and "evict_oldest" but not "src/store.py" after its Grep call
+
+    @P10
+    Scenario: Previewing a local page gives the model the page
+      Given a local web page that says "The dashboard shows 3 open orders"
+      And a session for the project in Plan mode
+      And the model will preview the local page and then answer
+      When the user sends a prompt
+      Then the local page was fetched
+      And the model was given the page's text after its BrowserPreview call
+
+    @P10
+    Scenario: A command the model runs while planning runs
+      Given a session for the project in Plan mode with permission mode auto
+      And the model will run a command that prints "planning-probe-42" and then answer
+      When the user sends a prompt
+      Then the model was given "planning-probe-42" after its Bash call
+      And nothing in the project changed
+
+    @P10
+    Scenario: Entering Plan mode during an Agent turn turns it into a Plan turn
+      Given a session for the project
+      And the model will switch to planning and then submit a plan titled "Planned on the way"
+      When the user sends a prompt
+      Then after the switch the model was offered exactly the planning tools
+      And an approval is pending for the plan titled "Planned on the way"
+      And the session is in Plan mode
+
+    @P10
+    Scenario: Starting a new context replaces the conversation with its summary
+      Given a session for the project in Plan mode
+      And the user had a conversation with the agent
+      And the model will start a new context summarised as "Summary: the cache is slow" and then answer
+      When the user sends a prompt
+      Then after the new context the model saw the summary and none of the earlier conversation
+
+    @P10
+    Scenario: After a new context later turns carry the summary instead of the conversation
+      Given a session for the project in Plan mode
+      And the user had a conversation with the agent
+      And the model will start a new context summarised as "Summary: the cache is slow" and then answer
+      And the user sent a prompt
+      And the model will answer "Understood."
+      When the user sends another prompt
+      Then the model again saw the summary and none of the conversation before it
+
+  Rule: Every tool call gets exactly one result, with a code and a status from the catalog (project rule P9)
+
+    @P9
+    Scenario Outline: An ordinary tool failure is reported with its code (<failure>)
+      Given the project has a file "notes.txt" containing "original"
+      And a session for the project with permission mode auto
+      And the model will <action> and then answer
+      When the user sends a prompt
+      Then the <tool> call was refused with <code>
+      And nothing in the project changed
+
+      Examples:
+        | failure                       | action                                     | tool | code           |
+        | a missing file is read        | read "missing.txt"                         | Read | FILE_NOT_FOUND |
+        | a missing file is edited      | edit "missing.txt" replacing "original"    | Edit | FILE_NOT_FOUND |
+        | the text to replace is absent | edit "notes.txt" replacing "not in there"  | Edit | EDIT_NO_MATCH  |
+
+    @P9
+    Scenario: Every call of a message gets exactly one result
+      Given the project has a file "notes.txt" containing "original"
+      And a session for the project in Plan mode
+      And the model will read "notes.txt", read "missing.txt" and call TeleportFiles in one message, then answer
+      When the user sends a prompt
+      Then every call of that message got exactly one result: ok, FILE_NOT_FOUND and UNKNOWN_TOOL
+
+  Rule: A search the model asks for cannot stall the host (project rule P22)
+
+    @P22
+    Scenario Outline: A runaway search ends while another session is served (<kind>)
+      Given the project has a file "long.txt" holding a line of 5000 "<letter>" ending with "!"
+      And the project has a file "match.txt" containing "<match>"
+      And a session for the project in Plan mode
+      And another session is open for the same project
+      And the model will search the project for "<pattern>" and then answer
+      When the user sends a prompt and uses the other session while the search runs
+      Then the other session was served while the search ran
+      And the search ended with the matching file or with TOOL_FAILED
+
+      Examples:
+        | kind                   | letter | pattern  | match |
+        | nested repetition      | a      | ^(a+)+$  | aaaa  |
+        | overlapping repetition | x      | (x+x+)+y | xxy   |

@@ -7,7 +7,7 @@ Feature: Malformed input
     Given a connected client
     And a session for the project
 
-  Rule: Input that is not a request gets a canonical error and the host keeps serving (§7)
+  Rule: Input that is not a request gets a canonical error and the host keeps serving (project rule)
 
     @P1
     Scenario: A line that is not JSON
@@ -23,38 +23,143 @@ Feature: Malformed input
       And the host keeps serving requests
 
     @P1
-    Scenario: A JSON value that is not a request object
-      When the client sends a JSON value that is not a request object
+    Scenario Outline: A JSON value that is not a request is refused (<value>)
+      When the client offers <value> as a request
       Then the host answers it with INVALID_REQUEST
       And the host keeps serving requests
 
-  Rule: A frame above the published limit is refused without harm (§7)
+      Examples:
+        | value                                      |
+        | a list of requests                         |
+        | a plain number                             |
+        | an object that names no method             |
+        | a request for another version of JSON-RPC  |
+
+    @P1
+    Scenario: Blank lines between requests are ignored
+      When the client sends blank lines around two requests
+      Then the host answers exactly the two requests
+      And the host keeps serving requests
+
+    @P1
+    Scenario Outline: The host answers under the identifier the client chose (<identifier>)
+      When the client sends two requests identified by <identifier>
+      Then each answer carries the identifier of its request
+
+      Examples:
+        | identifier                                 |
+        | text                                       |
+        | zero and a negative number                 |
+        | the largest integer every client can hold  |
+        | numbers that do not start at one           |
+
+  Rule: A frame above the announced limit is refused without harm (project rule)
 
     @P2
-    Scenario: An oversized frame
-      When the client sends a line larger than the host's frame limit
+    Scenario: A request one byte over the frame limit is refused
+      When the client sends a request one byte longer than the host's frame limit
       Then the host answers it with FRAME_TOO_LARGE
       And the host keeps serving requests
       And the session list contains the session
 
-  Rule: Only the published methods exist (§7)
+    @P2
+    Scenario: A request exactly at the frame limit is served
+      When the client sends a request exactly as long as the host's frame limit
+      Then the host serves it
+      And the host keeps serving requests
+
+  Rule: Only the published methods exist (project rule)
 
     @P3
-    Scenario: An unknown method
-      When the client calls the unknown method session/explode
+    Scenario Outline: A method that is not published is refused (<method>)
+      When the client calls <method>
       Then the request is refused with METHOD_NOT_FOUND
       And the host keeps serving requests
 
-  Rule: Params must match the published schema (§7)
+      Examples:
+        | method                                  |
+        | a method that was never published       |
+        | a published method spelt in other case  |
+        | a method without its group              |
+
+  Rule: Params must match the published schema and a refusal changes nothing (project rule)
 
     @P4
-    Scenario: An unexpected parameter
+    Scenario: A parameter that does not exist is refused
       When the client lists sessions with an unexpected parameter
       Then the request is refused with INVALID_PARAMS
       And the host keeps serving requests
 
-    @P4 @R1.1
-    Scenario: A mode that does not exist
-      When the user tries to create a session in a mode called "review"
+    @P4
+    Scenario Outline: A change with one invalid setting changes nothing (<change>)
+      When the user requests one change of <change>
       Then the request is refused with INVALID_PARAMS
-      And the session list contains the session
+      And the session's configuration is unchanged
+
+      Examples:
+        | change                                           |
+        | the mode together with an unknown permission mode |
+        | the model together with an unknown mode           |
+        | the permission mode together with a malformed shell |
+
+    @P4
+    Scenario Outline: A value out of the published range is refused (<value>)
+      When the client submits <value>
+      Then the request is refused with INVALID_PARAMS
+      And nothing the host holds has changed
+      And the host keeps serving requests
+
+      Examples:
+        | value                                               |
+        | a clock setting beyond the last representable date  |
+        | a scheduled time beyond the last representable date |
+        | a provider address without a host                   |
+        | a provider address that is not a web address        |
+        | a model name of absurd length                       |
+        | a prompt holding half of a surrogate pair           |
+        | a task name holding half of a surrogate pair        |
+
+    @P4
+    Scenario Outline: A number the host cannot hold is refused (<number>)
+      When the client moves the host clock by <number>
+      Then the host refuses it as unreadable or invalid
+      And nothing the host holds has changed
+      And the host keeps serving requests
+
+      Examples:
+        | number                                  |
+        | an integer of five thousand digits      |
+        | a value that is not a number            |
+        | an infinite value                       |
+        | a number beyond the range of a double   |
+
+  Rule: There is no way to send a plan back for changes (§1)
+
+    @R1.10
+    Scenario Outline: A plan cannot be sent back for changes (<how>)
+      Given a plan titled "Add caching" is awaiting approval
+      When the user tries to send the plan back for changes <how>
+      Then the request is refused with <code>
+      And the plan still awaits the user's decision
+
+      Examples:
+        | how                                         | code             |
+        | through an action of its own                | METHOD_NOT_FOUND |
+        | by approving with a request for changes     | INVALID_PARAMS   |
+        | by choosing changes as the permission mode  | INVALID_PARAMS   |
+        | by rejecting with a request for changes     | INVALID_PARAMS   |
+
+  Rule: A decision on a plan carries no feedback (§3)
+
+    @R3.7
+    Scenario Outline: A decision with feedback is refused (<decision>)
+      Given a plan titled "Add caching" is awaiting approval
+      When the user tries <decision> with a note for the model
+      Then the request is refused with INVALID_PARAMS
+      And the plan still awaits the user's decision
+
+      Examples:
+        | decision                         |
+        | rejecting                        |
+        | rejecting with a comment         |
+        | approving                        |

@@ -3,11 +3,15 @@ Feature: A restart interrupts, and never replays
   The host keeps an internal boot epoch that it never stores or sends. When a new host
   process starts, it first interrupts everything the previous process left pending, queued
   or running, in one transaction, before it answers any request, and it never runs any of
-  that work again (§4, Consequences).
+  that work again. Work that had already finished stays exactly as it was (§4,
+  Consequences).
 
-  Examples of how a host stops are a clean restart and a crash (SIGKILL). A crash can only
-  be staged with the subprocess driver, so those examples carry @subprocess_only and are
-  left out, visibly, under the in-process driver.
+  A host stops either cleanly or by crashing. A crash can only be staged when the host runs
+  as a process of its own; those examples are left out, visibly, when the host runs inside
+  the harness.
+
+  Only one host serves a data directory at a time: a second one refuses to start and
+  leaves the first alone (project rule P17).
 
   Background:
     Given a connected client
@@ -15,13 +19,13 @@ Feature: A restart interrupts, and never replays
   Rule: A pending approval is interrupted and its session stays in Plan (§4)
 
     @R4.10 @R4.13
-    Scenario Outline: A pending approval is interrupted by a restart (<stops>)
+    Scenario Outline: A pending approval is interrupted when the host <stops>
       Given a plan titled "Waiting" is awaiting approval
       When the host <stops>
       Then the first answer after the restart shows the approval interrupted
-      And the session is in Plan mode
+      And the interruption is recorded with TURN_INTERRUPTED
+      And the session stayed in Plan mode
       And the session is idle after the restart
-      And the interrupted approval cannot be approved
 
       Examples:
         | stops    |
@@ -32,16 +36,22 @@ Feature: A restart interrupts, and never replays
         | stops                    |
         | crashes and starts again |
 
-  Rule: A queued or running execution is interrupted and its session stays in Agent (§4)
+    @R4.13
+    Scenario: After the restart the user can ask for a new plan
+      Given a plan titled "Waiting" is awaiting approval
+      When the host restarts
+      Then the session stayed in Plan mode
+      And the user can ask for a new plan
+
+  Rule: A queued or running execution is interrupted and its session stays in Agent (§4, Consequences)
 
     @R4.10 @R4.14 @C8
-    Scenario Outline: An approved execution still in the queue is interrupted (<stops>)
+    Scenario Outline: An execution still waiting in the queue is interrupted when the host <stops>
       Given a plan titled "Queued" is awaiting approval
-      And the host will hold the next approved execution in the queue
-      And the user approved the plan with permission mode auto
+      And the user approved the plan with permission mode auto, and its execution is still queued
       When the host <stops>
       Then the first answer after the restart shows the execution interrupted
-      And the session is in Agent mode with permission mode auto
+      And the session stayed in Agent mode with permission mode auto
       And the user can start a new turn in Agent mode
 
       Examples:
@@ -54,16 +64,17 @@ Feature: A restart interrupts, and never replays
         | crashes and starts again |
 
     @R4.10 @R4.11 @R4.14 @C8
-    Scenario Outline: A running execution is interrupted (<stops>)
+    Scenario Outline: A running execution is interrupted when the host <stops>
       Given a plan titled "Running" is awaiting approval
       And the model will take its time to answer during the execution
-      And the user approved the plan with permission mode auto
+      And the user approved the plan with permission mode accept-edits
       And the execution is waiting for the model
       When the host <stops>
       Then the first answer after the restart shows the execution interrupted
       And every turn of the previous process is recorded as ended
-      And the session is in Agent mode with permission mode auto
+      And the session stayed in Agent mode with permission mode accept-edits
       And the session is idle after the restart
+      And the user can start a new turn in Agent mode
 
       Examples:
         | stops    |
@@ -74,17 +85,40 @@ Feature: A restart interrupts, and never replays
         | stops                    |
         | crashes and starts again |
 
+  Rule: Finished work stays as it was (§4)
+
+    @R4.10
+    Scenario Outline: A plan that was <outcome> is left as it was by a restart
+      Given a plan titled "Finished" that was <outcome>
+      And another session has a plan awaiting approval
+      When the host restarts
+      Then the plan is exactly as it was before the restart
+      And the other session's plan is interrupted
+
+      Examples:
+        | outcome                           |
+        | approved and carried out          |
+        | rejected                          |
+        | left to expire                    |
+        | interrupted by an earlier restart |
+
   Rule: Nothing is replayed after a restart (§4, Consequences)
 
+    @R4.12
+    Scenario: An interrupted approval can never be decided
+      Given a plan titled "Waiting" is awaiting approval
+      When the host restarts
+      Then the interrupted approval can be neither approved nor rejected
+
     @R4.12 @C3
-    Scenario Outline: A command that was running is not run again (<stops>)
+    Scenario Outline: A command that was running is not run again when the host <stops>
       Given a plan titled "Append once" is awaiting approval
-      And the model will run the command "echo once >> log.txt; echo started; sleep 1000"
+      And the model will run a command during the execution that appends to a log and keeps running
       And the user approved the plan with permission mode auto
-      And the command has printed "started"
+      And the command has written to the log
       When the host <stops>
       Then nothing from before the restart is replayed
-      And the project file "log.txt" has exactly 1 line
+      And the project's log holds the one line the command wrote
 
       Examples:
         | stops    |
@@ -96,11 +130,11 @@ Feature: A restart interrupts, and never replays
         | crashes and starts again |
 
     @R4.12 @R4.11
-    Scenario Outline: A half-streamed answer is not asked for again (<stops>)
-      Given a plan titled "Streaming" is awaiting approval
-      And the model will stream "Working on step one" and then take its time
+    Scenario Outline: An answer the model was still giving is not asked for again when the host <stops>
+      Given a plan titled "Answering" is awaiting approval
+      And the model will begin its answer during the execution and then take its time
       And the user approved the plan with permission mode auto
-      And the execution has streamed "Working on step one"
+      And the execution is waiting for the model
       When the host <stops>
       Then the first answer after the restart shows the execution interrupted
       And nothing from before the restart is replayed
@@ -115,14 +149,14 @@ Feature: A restart interrupts, and never replays
         | crashes and starts again |
 
     @R4.12 @R4.11
-    Scenario Outline: A Plan turn in progress is interrupted, not resumed (<stops>)
+    Scenario Outline: A Plan turn in progress is interrupted, not resumed, when the host <stops>
       Given a session for the project in Plan mode
       And the model is in the middle of a Plan turn
       When the host <stops>
       Then every turn of the previous process is recorded as ended
       And the session is idle after the restart
       And nothing from before the restart is replayed
-      And the session is in Plan mode
+      And the session stayed in Plan mode
 
       Examples:
         | stops    |
@@ -133,19 +167,43 @@ Feature: A restart interrupts, and never replays
         | stops                    |
         | crashes and starts again |
 
-  Rule: The boot epoch is internal (§4)
+  Rule: The boot epoch stays inside the process (§4)
 
-    @R4.1 @R4.3 @R7.5
-    Scenario: The stored schema is the published one, without an epoch
-      Given a plan titled "Stored" is awaiting approval
-      When the host restarts
-      Then the database schema is exactly the published v10 schema
-      And no stored column names a boot epoch
-      And no stored setting names a boot epoch
+    @R4.1
+    Scenario: A restart with nothing to recover changes nothing stored
+      Given the host holds finished work of every kind
+      When the host restarts with nothing left to recover
+      Then no stored name speaks of a boot epoch
+      And every stored value is as it was before the restart
 
     @R4.2
-    Scenario: No message carries the epoch
-      Given a plan titled "Announced" is awaiting approval
-      And the user approved the plan with permission mode auto
-      When the host restarts
-      Then no message from the host carries a boot epoch
+    Scenario: A restart with nothing to recover changes no answer
+      Given the host holds finished work of every kind
+      When the host restarts with nothing left to recover
+      Then the host answers every read as it did before the restart
+      And no message from the host names a boot epoch
+
+  Rule: One record holds an approval and its execution, in the published structure (§4, §7)
+
+    @R7.5
+    Scenario: A new database has the published v10 structure
+      Given the host holds finished work of every kind
+      Then the database has the structure of the published v10 schema
+
+    @R4.3 @R2.6
+    Scenario: An approval and its execution are one stored record
+      Given a plan titled "Stored" is awaiting approval and the model will carry it out
+      When the user approves the plan with permission mode accept-edits
+      And the execution has finished
+      Then the approval's record keeps the title and the question in their own fields
+      And the approval's record holds its execution
+
+  Rule: One host serves a data directory at a time (project rule P17)
+
+    @P17
+    Scenario: A second host on the same data directory refuses to start
+      Given a plan titled "Mine" is awaiting approval
+      When a second host starts on the same data directory
+      Then the second host refuses to start with DATA_DIR_IN_USE
+      And the second host changed nothing in the data directory
+      And the first host still serves, with the plan still awaiting approval

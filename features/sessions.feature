@@ -1,7 +1,8 @@
 @area:sessions
 Feature: Sessions and their configuration
   A session is one agent bound to a project. It starts in Agent mode, can be switched to
-  Plan, and is configured only while it is idle (§1, §5).
+  Plan, and is configured only while it is idle. The model provider's key stays between the
+  host and the provider (§1, §5).
 
   Background:
     Given a connected client
@@ -14,40 +15,103 @@ Feature: Sessions and their configuration
       Then the session is in Agent mode
       And the session is bound to the project
       And the session is idle
-      And the session is stored in the database
+      And the session is stored in the database as it was reported
+
+    @R1.2
+    Scenario: A new session starts in Agent mode after a Plan session was created
+      Given a session for another project in Plan mode
+      When the user creates a session for the project
+      Then the session is in Agent mode
+      And the session is stored in the database as it was reported
 
     @R1.1
     Scenario: A session can be created in Plan mode
       When the user creates a session for the project in Plan mode
       Then the session is in Plan mode
+      And the session is stored in the database as it was reported
 
     @R1.1
     Scenario: An idle session switches to Plan mode
       Given a session for the project
       When the user switches the session to Plan mode
       Then the session is in Plan mode
+      And the session is stored in the database as it was reported
 
     @R1.1
     Scenario: An idle session switches back to Agent mode
       Given a session for the project in Plan mode
       When the user switches the session to Agent mode
       Then the session is in Agent mode
+      And the session is stored in the database as it was reported
+
+    @R1.1
+    Scenario Outline: A new session in a mode other than Agent or Plan is refused (<mode>)
+      When the user tries to create a session in a mode called "<mode>"
+      Then the request is refused with INVALID_PARAMS
+      And no session was created
+
+      Examples:
+        | mode   |
+        | review |
+        | Plan   |
+        | AGENT  |
+
+    @R1.1
+    Scenario Outline: Switching to a mode other than Agent or Plan is refused (<mode>)
+      Given a session for the project
+      When the user tries to switch the session to a mode called "<mode>"
+      Then the request is refused with INVALID_PARAMS
+      And the session's configuration is unchanged
+
+      Examples:
+        | mode    |
+        | execute |
+        | Plan    |
+
+  Rule: Plan is the same agent in a planning state (§1)
+
+    @R1.3
+    Scenario: Switching to Plan keeps the agent and its conversation
+      Given a session for the project
+      And the user had a first exchange with the agent
+      When the user switches the session to Plan mode
+      And the user continues the conversation
+      Then the model was shown the first exchange
+      And the session is still the only session, with the same identity
+      And the stored conversation of the session holds both exchanges
+
+    @R1.3
+    Scenario: Switching back to Agent keeps the planning conversation
+      Given a session for the project in Plan mode
+      And the user had a first exchange with the agent
+      When the user switches the session to Agent mode
+      And the user continues the conversation
+      Then the model was shown the first exchange
+      And the session is still the only session, with the same identity
+      And the stored conversation of the session holds both exchanges
 
   Rule: An idle session accepts configuration changes (§5)
 
     @R5.6
-    Scenario: Permission mode and model change while idle
+    Scenario Outline: An idle session takes a new <setting>
       Given a session for the project
-      When the user sets the session's permission mode to accept-edits
-      And the user selects the model "other-model" for the session
-      Then the session's permission mode is accept-edits
-      And the session uses the model "other-model"
+      When the user changes the <setting> of the session
+      Then the session has the new <setting>
+
+      Examples:
+        | setting         |
+        | mode            |
+        | permission mode |
+        | model           |
+        | provider        |
+        | shell           |
 
     @R5.6
     Scenario: An unknown shell is refused
       Given a session for the project
       When the user selects a shell called "no-such-shell" for the session
       Then the request is refused with SHELL_NOT_FOUND
+      And the session's configuration is unchanged
 
   Rule: A session is bound to a valid project root or to none (§2)
 
@@ -73,3 +137,14 @@ Feature: Sessions and their configuration
       When the user tries to create a session for a workspace that is a file
       Then the request is refused with WORKSPACE_INVALID
       And no session was created
+
+  Rule: The provider's key goes to the provider and nowhere else (project rule)
+
+    @P21
+    Scenario: The model provider receives the key from the host's environment
+      Given a session for the project
+      And the model will answer "Hello from the model."
+      When the user talks to the agent
+      Then every request to the model provider carried the key as a bearer token
+      And the key appears in no message from the host
+      And the key is stored nowhere in the host's data

@@ -4,112 +4,173 @@ Feature: Shells and streamed commands
   end together with everything they started, whether they finish, time out or are
   cancelled. Every command is audited (§5, §7, Consequences).
 
+  The host announces its shells, each with a kind; the scenarios use the host's POSIX shell
+  and its bash shell, whatever their ids. The host also announces how much output a command
+  may stream before it is cut (project rules P19 and P20).
+
   Background:
     Given a connected client
-    And the machine has the shell sh
 
   Rule: The default shell is a persisted setting (§7)
 
     @R7.6
     Scenario: The catalog lists the machine's shells with stable ids
-      Then every shell in the catalog has a stable id and an absolute path
+      Then every shell in the catalog has a stable id, an absolute path and a kind
 
     @R7.6
     Scenario: The default shell survives a restart
-      Given a session for the project
-      And the machine has the shell bash
-      And the user made bash the default shell
+      Given the user chose a new default shell
       When the host restarts
-      Then the default shell is bash
+      Then the chosen default shell is still the default
+      And a command now runs in the chosen default shell
 
     @R7.6
     Scenario: An unknown default shell is refused
       When the user tries to make "no-such-shell" the default shell
       Then the request is refused with SHELL_NOT_FOUND
+      And the default shell is unchanged
 
   Rule: Commands run through the selected shell (§7)
 
     @R7.3 @R7.6
-    Scenario: A command runs in the default shell
-      Given the machine has the shell bash
-      And the user made bash the default shell
+    Scenario Outline: A command runs in the default shell when that is the <kind> shell
+      Given the user made the <kind> shell the default shell
       And a session for the project with permission mode auto
-      And the model will run the command "readlink /proc/$$/exe; true"
-      When the user sends a prompt
-      Then the command ran in the shell bash
+      When the model runs a command that reveals its shell
+      Then the command ran in the <kind> shell
+
+      Examples:
+        | kind  |
+        | POSIX |
+        | bash  |
 
     @R7.3
     Scenario: The session's shell wins over the default
-      Given the machine has the shell bash
-      And the user made bash the default shell
-      And a session for the project with permission mode auto
-      And the session uses the shell sh
-      And the model will run the command "readlink /proc/$$/exe; true"
-      When the user sends a prompt
-      Then the command ran in the shell sh
+      Given the user made the bash shell the default shell
+      And a session for the project with permission mode auto, using the POSIX shell
+      When the model runs a command that reveals its shell
+      Then the command ran in the POSIX shell
 
-  Rule: Output streams in order while the command runs (§7)
+  Rule: The shell cannot change while a turn runs (§5)
 
-    @R7.3 @C5
+    @R5.4
+    Scenario: Choosing another shell while a turn runs is refused
+      Given a session for the project with permission mode auto, using the POSIX shell
+      And a turn is running in that session
+      When the user tries to choose the bash shell for the session
+      Then the request is refused with SESSION_BUSY
+      And the session still uses the POSIX shell
+
+  Rule: Output streams in order while the command runs (§7, project rule P20)
+
+    @R7.3
+    Scenario: Output arrives while the command is still running
+      Given a session for the project with permission mode auto
+      When the model runs a command that prints a line and then waits
+      Then the line arrived while the command was still running
+
+    @R7.3 @P20
     Scenario: Standard output and standard error stream apart, in order
       Given a session for the project with permission mode auto
-      And the model will run the command "echo 'out 1'; echo 'err 1' >&2; echo 'out 2'; exit 3"
-      When the user sends a prompt
+      When the model runs a command that writes to both streams and exits with code 3
       Then its output streamed in order with stdout and stderr apart
       And the command exited with code 3
-      And the command is recorded for audit
 
-    @R7.3
+    @P20
     Scenario: A line longer than 64 KiB arrives whole
       Given a session for the project with permission mode auto
-      And the model will run the command "head -c 70000 /dev/zero | tr '\0' b; echo"
-      When the user sends a prompt
-      Then the command's output is one line of 70000 characters
+      When the model runs a command that prints a line longer than 64 KiB
+      Then the output is one line of 70000 characters in chunks of at most 16384
 
-    @R7.3
+    @P20
     Scenario: Output that is not UTF-8 is shown with replacement characters
       Given a session for the project with permission mode auto
-      And the model will run the command "printf '\377ok\n'"
-      When the user sends a prompt
-      Then the command's output shows a replacement character before "ok"
+      When the model runs a command that prints bytes that are not UTF-8
+      Then the output shows a replacement character before "ok"
 
-    @R7.3
-    Scenario: Very large output is capped
+    @P20
+    Scenario: Output exactly at the announced cap is streamed whole
       Given a session for the project with permission mode auto
-      And the model will run the command "head -c 600000 /dev/zero | tr '\0' a"
-      When the user sends a prompt
-      Then the command's output was truncated
+      When the model runs a command whose output is exactly the host's output cap
+      Then the output was streamed whole and not marked truncated
 
-  Rule: A timeout or a cancellation ends the whole process group (§5, Consequences)
+    @P20
+    Scenario: Output past the announced cap is cut there
+      Given a session for the project with permission mode auto
+      When the model runs a command whose output is one byte over the host's output cap
+      Then the output was cut at the cap and marked truncated
+
+    @P20
+    Scenario: Both streams count towards one cap
+      Given a session for the project with permission mode auto
+      When the model runs a command whose two streams together pass the host's output cap
+      Then the output of both streams together stayed within the cap
+
+  Rule: A command ends together with everything it started (Consequences, project rule P19)
+
+    @P19
+    Scenario Outline: A process left <behind> ends when its command exits
+      Given a session for the project with permission mode auto
+      When the model runs a command that leaves a process <behind> and exits
+      Then no process the command started is alive when its turn ends
+
+      Examples:
+        | behind                    |
+        | in the background         |
+        | in a session of its own   |
+        | behind a double fork      |
+        | ignoring requests to stop |
+
+    @P19 @C5
+    Scenario Outline: A process left <behind> ends when its command times out
+      Given a session for the project with permission mode auto
+      When the model runs a command that leaves a process <behind> and waits, with a timeout of 2000 ms
+      And 2 seconds pass on the host clock
+      Then the command timed out with a COMMAND_TIMED_OUT error
+      And no process the command started is alive when its turn ends
+
+      Examples:
+        | behind                    |
+        | in the background         |
+        | in a session of its own   |
+        | behind a double fork      |
+        | ignoring requests to stop |
+
+    @P19 @C5
+    Scenario Outline: A process left <behind> ends when the turn is cancelled
+      Given a session for the project with permission mode auto
+      When the model runs a command that leaves a process <behind> and waits
+      And the user cancels the turn that runs the command
+      Then the turn ended as cancelled, and the command with it
+      And no process the command started is alive when its turn ends
+
+      Examples:
+        | behind                    |
+        | in the background         |
+        | in a session of its own   |
+        | behind a double fork      |
+        | ignoring requests to stop |
+
+  Rule: Every command is audited (Consequences)
 
     @C5
-    Scenario: A command that times out is ended with everything it started
+    Scenario: A command that exits is recorded for audit
       Given a session for the project with permission mode auto
-      And the model will run the command "sleep 1000 & echo $!; wait" with a timeout of 2000 ms
-      And the user started a turn
-      When the command has printed its background process id
-      And 2 seconds pass
-      Then the command timed out
-      And no process the command started is still alive
+      When the model runs a command that writes to both streams and exits with code 3
+      Then the command is recorded for audit
 
     @C5
-    Scenario: A command whose child left the process group still ends on time
+    Scenario: A command that times out is recorded for audit
       Given a session for the project with permission mode auto
-      And the model will run the command "setsid sleep 1000 & echo $!; wait" with a timeout of 2000 ms
-      And the user started a turn
-      When the command has printed its background process id
-      And 2 seconds pass
-      Then the command timed out
-      And the turn ends
+      When the model runs a command that leaves a process in the background and waits, with a timeout of 2000 ms
+      And 2 seconds pass on the host clock
+      Then the command timed out with a COMMAND_TIMED_OUT error
+      And the command is recorded for audit
 
-    @C5 @R5.1
-    Scenario: Cancelling the turn ends the command with everything it started
+    @C5
+    Scenario: A command whose turn is cancelled is recorded for audit
       Given a session for the project with permission mode auto
-      And the model will run the command "sleep 1000 & echo $!; wait"
-      And the user started a turn
-      When the command has printed its background process id
-      And the user cancels the turn
-      Then the turn ended as cancelled
-      And the command was cancelled
-      And no process the command started is still alive
+      When the model runs a command that leaves a process in the background and waits
+      And the user cancels the turn that runs the command
+      Then the turn ended as cancelled, and the command with it
       And the command is recorded for audit

@@ -1,8 +1,9 @@
 @area:turn_boundaries
 Feature: One active turn, configuration only while idle
-  A session does one thing at a time. While a turn runs, a second prompt and any change of
-  mode, provider, model or permission mode are refused; while a plan awaits approval, only
-  approve and reject are accepted (§5).
+  A session does one thing at a time. While a turn or a Plan run is active, a second prompt,
+  another plan and any change of mode, provider, model, permission mode or shell are
+  refused; while a plan awaits approval, only approve and reject are accepted; once the
+  session is idle again it takes changes (§5).
 
   Background:
     Given a connected client
@@ -17,36 +18,44 @@ Feature: One active turn, configuration only while idle
       When the user tries to send another prompt
       Then the request is refused with SESSION_BUSY
       And the turn is still running
+      And once the model answers, the turn completes as the only turn of the session
 
-    @R5.5
-    Scenario: A second Plan run during a Plan turn is refused
+    @R5.2
+    Scenario: Asking for another plan while the planning turn runs is refused
       Given a session for the project in Plan mode
       And the model takes its time to answer
       And the user started a turn
-      When the user tries to send another prompt
+      When the user tries to ask for another plan
       Then the request is refused with SESSION_BUSY
+      And the turn is still running
+      And once the model answers, the turn completes as the only turn of the session
+      And no plan awaits approval
+
+    @R5.5
+    Scenario: Planning again while the approved plan is carried out is refused
+      Given a plan titled "Carry it out" is awaiting approval
+      And the model takes its time to carry out the plan
+      And the user approved the plan with permission mode auto
+      When the user tries to plan again
+      Then the request is refused with SESSION_BUSY
+      And the approved plan is still being carried out
+      And the session is in Agent mode
 
   Rule: Configuration changes only while idle (§5)
 
-    @R5.3 @R5.6
-    Scenario: Switching mode during a turn is refused
-      Given a session for the project
-      And the model takes its time to answer
-      And the user started a turn
-      When the user tries to switch the session to Plan mode
-      Then the request is refused with SESSION_BUSY
-      And the session is in Agent mode
-
-    @R5.3 @R5.6
-    Scenario Outline: Changing the configuration during a turn is refused (<setting>)
+    @R5.3
+    Scenario Outline: Changing the <setting> during a turn is refused
       Given a session for the project
       And the model takes its time to answer
       And the user started a turn
       When the user tries to change the <setting>
       Then the request is refused with SESSION_BUSY
+      And the session's configuration is unchanged
+      And the turn is still running
 
       Examples:
         | setting         |
+        | mode            |
         | permission mode |
         | model           |
         | provider        |
@@ -58,6 +67,33 @@ Feature: One active turn, configuration only while idle
       And the user started a turn
       When the user tries to change the shell
       Then the request is refused with SESSION_BUSY
+      And the session's configuration is unchanged
+
+    @R5.6
+    Scenario Outline: A <setting> change refused during a turn is accepted once the turn ended
+      Given a session for the project
+      And the model takes its time to answer
+      And the user started a turn
+      And the user tried to change the <setting>
+      When the model answers and the turn ends
+      And the user changes the <setting> of the session
+      Then the session has the new <setting>
+
+      Examples:
+        | setting         |
+        | mode            |
+        | permission mode |
+        | model           |
+        | provider        |
+        | shell           |
+
+    @R5.6
+    Scenario: Changing the configuration while an approved plan waits to run is refused
+      Given a plan titled "Waiting" is awaiting approval
+      And the plan was approved and waits to start
+      When the user tries to change the permission mode
+      Then the request is refused with SESSION_BUSY
+      And the session's configuration is unchanged
 
   Rule: While a plan awaits approval only approve and reject are accepted (§5)
 
@@ -66,21 +102,37 @@ Feature: One active turn, configuration only while idle
       Given a plan titled "Pending" is awaiting approval
       When the user tries to send another prompt
       Then the request is refused with APPROVAL_PENDING
-      And the approval is pending
+      And the plan still awaits the user's decision
 
     @R5.7
-    Scenario: Switching mode while a plan is pending is refused
+    Scenario Outline: Changing the <setting> while a plan is pending is refused
       Given a plan titled "Pending" is awaiting approval
-      When the user tries to switch the session to Agent mode
+      When the user tries to change the <setting>
       Then the request is refused with APPROVAL_PENDING
-      And the session is in Plan mode
+      And the session's configuration is unchanged
+      And the plan still awaits the user's decision
+
+      Examples:
+        | setting         |
+        | mode            |
+        | permission mode |
+        | model           |
+        | provider        |
+        | shell           |
 
     @R5.7
     Scenario: Cancelling while a plan is pending is refused
       Given a plan titled "Pending" is awaiting approval
       When the user tries to cancel
       Then the request is refused with APPROVAL_PENDING
-      And the approval is pending
+      And the plan still awaits the user's decision
+
+    @R5.7
+    Scenario: Once the plan is rejected the session takes changes again
+      Given a plan titled "Pending" is awaiting approval
+      And the user rejects the plan
+      When the user changes the mode of the session
+      Then the session has the new mode
 
   Rule: An active turn can be cancelled (§5)
 
@@ -91,4 +143,23 @@ Feature: One active turn, configuration only while idle
       And the user started a turn
       When the user cancels the turn
       Then the turn ended as cancelled
+      And the session is idle
+      And the session takes a new prompt
+
+    @R5.1
+    Scenario: Cancelling when nothing runs cancels nothing
+      Given a session for the project
+      When the user cancels the turn
+      Then the host answers that no turn was running
+      And the session is idle
+
+    @R5.1
+    Scenario: A second cancel after the turn ended cancels nothing
+      Given a session for the project
+      And the model takes its time to answer
+      And the user started a turn
+      And the user cancelled the turn
+      And the turn ended as cancelled
+      When the user cancels the turn
+      Then the host answers that no turn was running
       And the session is idle

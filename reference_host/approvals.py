@@ -35,14 +35,10 @@ def approval_wire(row: ApprovalRow) -> dict[str, Any]:
     return {
         "approvalId": row.id,
         "sessionId": row.session_id,
-        "turnId": row.turn_id or "",
+        "turnId": row.turn_id,  # None only for an approval migrated from v8
         "title": row.title,
         "question": row.question,
-        "artifact": {
-            "path": row.artifact_path or "",
-            "sha256": row.artifact_sha256 or "",
-            "byteSize": row.artifact_bytes or 0,
-        },
+        "artifact": _artifact_wire(row),
         "createdAt": row.created_at,
         "expiresAt": row.expires_at,
         "status": row.status,
@@ -51,6 +47,16 @@ def approval_wire(row: ApprovalRow) -> dict[str, Any]:
         "permissionMode": row.permission_mode,
         "executionId": row.execution_id,
         "executionState": row.execution_state,
+    }
+
+
+def _artifact_wire(row: ApprovalRow) -> dict[str, Any] | None:
+    if row.artifact_path is None or row.artifact_sha256 is None or row.artifact_bytes is None:
+        return None  # a v8 approval had no artifact
+    return {
+        "path": row.artifact_path,
+        "sha256": row.artifact_sha256,
+        "byteSize": row.artifact_bytes,
     }
 
 
@@ -242,7 +248,16 @@ class Approvals:
         session_wire = await host.publish_session(session_id)
         if not host.faults.take("holdExecution"):
             prompt = _execution_prompt(approved, content)
-            await host.turns.start(agent, "execution", prompt, approved)
+            try:
+                await host.turns.start(agent, "execution", prompt, approved)
+            except BaseException:
+                # The execution never started: it is interrupted, never left queued with
+                # the session busy for good.
+                try:
+                    await self.execution_finished(approved.id, "interrupted")
+                finally:
+                    host.set_activity(session_id, active_execution_id=None)
+                raise
         return {"approval": approval_wire(approved), "session": session_wire}
 
     async def reject(self, session_id: str, approval_id: str) -> dict[str, Any]:

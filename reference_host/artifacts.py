@@ -13,6 +13,7 @@ import errno
 import hashlib
 import os
 import stat
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,17 +54,20 @@ def _write_failed(what: str, exc: OSError) -> HostError:
     return HostError("ARTIFACT_WRITE_FAILED", f"{what} failed: {exc.strerror or exc}")
 
 
-def _open_plan_dir(parent_fd: int, name: str, shown: str) -> int:
+def _open_plan_dir(parent_fd: int, name: str, shown: str) -> tuple[int, bool]:
+    """Open (creating it if needed) a folder of the plan path; the descriptor, and whether
+    this call created it, which makes the parent's entry one to flush."""
+    created = True
     try:
         os.mkdir(name, 0o755, dir_fd=parent_fd)
     except FileExistsError:
-        pass
+        created = False
     except FileNotFoundError as exc:  # the folder above was removed meanwhile
         raise HostError("WORKSPACE_INVALID", f"creating {shown}: the workspace is gone") from exc
     except OSError as exc:  # a read-only or full file system, no permission
         raise _write_failed(f"creating {shown}", exc) from exc
     try:
-        return os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+        return os.open(name, _DIR_FLAGS, dir_fd=parent_fd), created
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
             raise HostError(
@@ -89,17 +93,21 @@ def write_artifact(root: str, content: bytes, fault: FaultCheck) -> Artifact:
     except OSError as exc:
         raise HostError("WORKSPACE_INVALID", f"cannot open workspace root: {exc}") from exc
     opened = [root_fd]
+    digest = _Digest(content)
     try:
-        pi_fd = _open_plan_dir(root_fd, PLAN_DIR[0], ".pi")
+        pi_fd, pi_created = _open_plan_dir(root_fd, PLAN_DIR[0], ".pi")
         opened.append(pi_fd)
-        plan_fd = _open_plan_dir(pi_fd, PLAN_DIR[1], ".pi/plan")
+        plan_fd, plan_created = _open_plan_dir(pi_fd, PLAN_DIR[1], ".pi/plan")
         opened.append(plan_fd)
+        # Only a folder that gained an entry needs flushing: the plan folder always does,
+        # a parent only when this write created the folder below it.
+        to_flush = [plan_fd, *([pi_fd] if plan_created else []), *([root_fd] if pi_created else [])]
         name, file_fd = _create_exclusive(plan_fd)
         try:
             _write_all(file_fd, content, fault)
             _close(file_fd)
             file_fd = -1
-            for directory_fd in reversed(opened):
+            for directory_fd in to_flush:
                 _flush_directory(directory_fd)
         except BaseException:
             if file_fd != -1:
@@ -113,7 +121,28 @@ def write_artifact(root: str, content: bytes, fault: FaultCheck) -> Artifact:
             with contextlib.suppress(OSError):
                 os.close(fd)
     relative = "/".join((*PLAN_DIR, name))
-    return Artifact(relative, hashlib.sha256(content).hexdigest(), len(content))
+    return Artifact(relative, digest.hexdigest(), len(content))
+
+
+class _Digest:
+    """SHA-256 of the content; for a large plan it is computed on a thread of its own while
+    the file is written and flushed (hashlib releases the interpreter lock on large input)."""
+
+    OVERLAP_FROM = 256 * 1024  # below this a thread costs more than the hash
+
+    def __init__(self, content: bytes) -> None:
+        self._hash = hashlib.sha256()
+        self._thread: threading.Thread | None = None
+        if len(content) < self.OVERLAP_FROM:
+            self._hash.update(content)
+        else:
+            self._thread = threading.Thread(target=self._hash.update, args=(content,))
+            self._thread.start()
+
+    def hexdigest(self) -> str:
+        if self._thread is not None:
+            self._thread.join()
+        return self._hash.hexdigest()
 
 
 def _close(fd: int) -> None:

@@ -1,8 +1,11 @@
-"""Shell commands: run through the selected shell, stream output, end the whole group.
+"""Shell commands: run through the selected shell, stream output, end all they started.
 
-Each command starts in its own process group (``start_new_session``), so timeout and
-cancellation end grandchildren too. Output is streamed as ordered ``command/output``
-notifications in chunks of at most ``CHUNK_CHARS`` characters, stdout and stderr apart.
+Each command starts in its own process group (``start_new_session``) and marks its
+processes (see :mod:`reference_host.reaper`). When the command ends, because its shell
+exited, it timed out or it was cancelled, the host ends the group and every process the
+command started, also those that left the group, before ``command/exited``. Output is
+streamed as ordered ``command/output`` notifications in chunks of at most ``CHUNK_CHARS``
+characters, stdout and stderr apart.
 The total output, streamed and kept for the model alike, is capped at
 ``OUTPUT_CAP_BYTES``: past it the host streams one visible marker and drains the rest.
 """
@@ -22,11 +25,12 @@ from typing import Any
 
 from reference_host.clock import Clock
 from reference_host.ids import new_id
+from reference_host.options import OUTPUT_CAP_BYTES
+from reference_host.reaper import COMMAND_ENV, adopt_orphans, end_command, reap_orphans
 from reference_host.shells import Shell
 
 CHUNK_BYTES = 4096
 CHUNK_CHARS = 16384
-OUTPUT_CAP_BYTES = 256 * 1024
 DEFAULT_TIMEOUT_MS = 120_000
 TRUNCATION_MARKER = "\n[output truncated by the host]\n"
 OUTPUT_GRACE_S = 1.0
@@ -69,9 +73,68 @@ class CommandCancelledError(asyncio.CancelledError):
         self.result = result
 
 
+_COMMANDS: dict[int, str] = {}
+"""Shell pid -> command id, for every shell not yet reaped."""
+_spawning = 0
+"""Shells being started; orphans are not reaped meanwhile (a new shell is not registered yet)."""
+
+
 def _kill_group(process: asyncio.subprocess.Process) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
+    """End the command: its process group and everything it started, also what left it."""
+    command_id = _COMMANDS.get(process.pid)
+    if command_id is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        return
+    end_command(process.pid, command_id, shell_alive=process.returncode is None)
+
+
+async def _read_pipe(fd: int) -> tuple[asyncio.StreamReader, asyncio.ReadTransport]:
+    """A stream reader over the read end ``fd`` of a pipe, and its transport (to close it)."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=CHUNK_BYTES * 4)
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", buffering=0)
+    )
+    return reader, transport
+
+
+async def _spawn(
+    shell: Shell, command: str, cwd: Path, command_id: str
+) -> tuple[asyncio.subprocess.Process, list[int]]:
+    """Start ``shell -c command`` in its own group, marked with ``command_id``; return the
+    process and the read ends of its stdout and stderr pipes.
+
+    The pipes are the host's own, not asyncio's: waiting for the shell then waits for the
+    shell alone, and the host can stop listening to a pipe a straggler still holds.
+    """
+    global _spawning
+    adopt_orphans()
+    out_read, out_write = os.pipe()
+    err_read, err_write = os.pipe()
+    _spawning += 1
+    try:
+        process = await asyncio.create_subprocess_exec(
+            shell.path,
+            "-c",
+            command,
+            cwd=cwd,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=out_write,
+            stderr=err_write,
+            start_new_session=True,
+            env={**os.environ, COMMAND_ENV: command_id},
+        )
+        _COMMANDS[process.pid] = command_id
+    except BaseException:
+        os.close(out_read)
+        os.close(err_read)
+        raise
+    finally:
+        _spawning -= 1
+        os.close(out_write)
+        os.close(err_write)
+    return process, [out_read, err_read]
 
 
 class _Collector:
@@ -111,16 +174,59 @@ async def run_command(
     """Run ``command`` with ``shell -c`` in ``cwd``; cancellation ends the whole group."""
     command_id = new_id("cmd")
     started = time.monotonic()
-    process = await asyncio.create_subprocess_exec(
-        shell.path,
-        "-c",
-        command,
-        cwd=cwd,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-    )
+    process, read_ends = await _spawn(shell, command, cwd, command_id)
+    try:
+        return await _supervise(
+            process,
+            read_ends,
+            command_id=command_id,
+            started=started,
+            shell=shell,
+            command=command,
+            cwd=cwd,
+            session_id=session_id,
+            turn_id=turn_id,
+            clock=clock,
+            notify=notify,
+            timeout_ms=timeout_ms,
+            on_start=on_start,
+        )
+    finally:
+        if process.returncode is None:  # cancelled before it was supervised
+            _kill_group(process)
+        _COMMANDS.pop(process.pid, None)
+        if _spawning == 0:
+            reap_orphans(keep=set(_COMMANDS))
+
+
+async def _supervise(
+    process: asyncio.subprocess.Process,
+    read_ends: list[int],
+    *,
+    command_id: str,
+    started: float,
+    shell: Shell,
+    command: str,
+    cwd: Path,
+    session_id: str,
+    turn_id: str | None,
+    clock: Clock,
+    notify: Notify,
+    timeout_ms: int,
+    on_start: Callable[[str], Any] | None,
+) -> CommandResult:
+    """Stream the command's output until it ends, then end everything it started."""
+    pipes: list[tuple[asyncio.StreamReader, asyncio.ReadTransport]] = []
+    try:
+        for fd in read_ends:
+            pipes.append(await _read_pipe(fd))
+    except BaseException:
+        for _reader, transport in pipes:
+            transport.close()
+        for fd in read_ends[len(pipes) :]:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        raise
     notify(
         "command/started",
         {
@@ -138,8 +244,7 @@ async def run_command(
     timed_out = asyncio.Event()
     timer = clock.call_at(clock.now_ms() + timeout_ms, _expire(timed_out, process))
 
-    async def pump(stream: asyncio.StreamReader | None, name: str) -> None:
-        assert stream is not None
+    async def pump(stream: asyncio.StreamReader, name: str) -> None:
         decoder_pending = b""
         while data := await stream.read(CHUNK_BYTES):
             was_truncated = collector.truncated
@@ -174,30 +279,28 @@ async def run_command(
             collector.seq += 1
 
     cancelled = False
-    reader = asyncio.ensure_future(
-        asyncio.gather(pump(process.stdout, "stdout"), pump(process.stderr, "stderr"))
-    )
+    (out, out_pipe), (err, err_pipe) = pipes
+    reader = asyncio.ensure_future(asyncio.gather(pump(out, "stdout"), pump(err, "stderr")))
     try:
-        await _shell_exit(process)
-        # The shell has ended. Its output is drained unless something that left the
-        # process group still holds the pipes open: then stop reading after a short grace.
-        try:
-            await asyncio.wait_for(asyncio.shield(reader), OUTPUT_GRACE_S)
-        except TimeoutError:
-            log.warning("command %s: output still open after the shell ended", command_id)
+        await process.wait()  # the shell alone: the pipes are not asyncio's
     except asyncio.CancelledError:
         cancelled = True
     finally:
         timer.cancel()
-        _kill_group(process)  # nothing the command started outlives it
+        # Whether the shell exited, timed out or was cancelled, the command has ended:
+        # so has everything it started. Then its pipes reach end of file.
+        _kill_group(process)
+        await asyncio.wait({reader}, timeout=OUTPUT_GRACE_S)
         if not reader.done():
-            # The group is gone, so the pipes normally reach end of file at once.
-            await asyncio.wait({reader}, timeout=OUTPUT_GRACE_S)
-        if not reader.done():
+            # Something that could not be found (its environment wiped) holds a pipe.
+            log.warning("command %s: output still open after the command ended", command_id)
+            out_pipe.close()
+            err_pipe.close()
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reader
-            _close_pipes(process)
+    out_pipe.close()
+    err_pipe.close()
     if process.returncode is None:
         await process.wait()
     code = process.returncode if process.returncode is not None else -signal.SIGKILL
@@ -227,45 +330,6 @@ async def run_command(
     if cancelled:
         raise CommandCancelledError(result)
     return result
-
-
-async def _shell_exit(process: asyncio.subprocess.Process) -> None:
-    """Wait for the shell process itself to end.
-
-    ``Process.wait()`` also waits until every holder of the output pipes has closed them,
-    which a process that left the group may never do; a pidfd reports the exit alone.
-    """
-    try:
-        handle = os.pidfd_open(process.pid)
-    except (AttributeError, OSError):
-        await process.wait()
-        return
-    loop = asyncio.get_running_loop()
-    ended: asyncio.Future[None] = loop.create_future()
-
-    def on_readable() -> None:
-        if not ended.done():
-            ended.set_result(None)
-
-    loop.add_reader(handle, on_readable)
-    try:
-        await ended
-    finally:
-        loop.remove_reader(handle)
-        os.close(handle)
-
-
-def _close_pipes(process: asyncio.subprocess.Process) -> None:
-    """Stop listening to the output pipes a straggler keeps open, so that the shell can be
-    reaped. Only the pipe transports are closed: closing the whole transport would poll
-    (and so reap) the process behind the child watcher's back."""
-    transport = getattr(process, "_transport", None)  # asyncio keeps it private
-    if transport is None:
-        return
-    for fd in (1, 2):
-        pipe = transport.get_pipe_transport(fd)
-        if pipe is not None:
-            pipe.close()
 
 
 def _expire(flag: asyncio.Event, process: asyncio.subprocess.Process) -> Callable[[], Any]:

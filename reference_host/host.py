@@ -14,13 +14,14 @@ from reference_host.approvals import Approvals, approval_wire
 from reference_host.clock import Clock, ManualClock
 from reference_host.errors import HostError
 from reference_host.ids import new_id
-from reference_host.options import FAULT_POINTS, Faults, HostOptions
+from reference_host.options import FAULT_POINTS, OUTPUT_CAP_BYTES, Faults, HostOptions
 from reference_host.permissions import PermissionBroker
 from reference_host.ports import Notify
 from reference_host.rpc import Handler
-from reference_host.state import Activity, ensure_can_cancel, ensure_idle_for
+from reference_host.state import APPROVAL_TTL_MS, Activity, ensure_can_cancel, ensure_idle_for
 from reference_host.storage import SessionRow, Storage
 from reference_host.tasks import Tasks
+from reference_host.validation import MAX_TIMESTAMP
 from reference_host.workspace import validate_root
 
 if TYPE_CHECKING:
@@ -164,6 +165,7 @@ class Host:
             "capabilities": {
                 "conformance": self.options.conformance,
                 "maxFrameBytes": self.options.max_frame_bytes,
+                "maxCommandOutputBytes": OUTPUT_CAP_BYTES,
                 "faultInjection": list(FAULT_POINTS) if self.options.conformance else [],
             },
         }
@@ -342,16 +344,32 @@ class Host:
 
     async def clock_set(self, params: dict[str, Any]) -> dict[str, Any]:
         """Set the host clock and fire what became due."""
-        return {"now": await self._manual_clock().set(params["now"])}
+        clock = self._manual_clock()
+        return {"now": await clock.set(_within_clock_range(params["now"]))}
 
     async def clock_advance(self, params: dict[str, Any]) -> dict[str, Any]:
         """Advance the host clock and fire what became due."""
-        return {"now": await self._manual_clock().advance(params["ms"])}
+        clock = self._manual_clock()
+        return {"now": await clock.set(_within_clock_range(clock.now_ms() + params["ms"]))}
 
     async def fault_arm(self, params: dict[str, Any]) -> dict[str, Any]:
         """Arm a one-shot fault."""
         self.faults.armed.add(params["fault"])
         return {}
+
+
+CLOCK_MAX = MAX_TIMESTAMP - APPROVAL_TTL_MS
+"""The clock stops short of the last Timestamp, so that every deadline it sets is one."""
+
+
+def _within_clock_range(now: int) -> int:
+    if now > CLOCK_MAX:
+        raise HostError(
+            "INVALID_PARAMS",
+            f"the clock cannot go past {CLOCK_MAX} (the last timestamp minus 30 minutes)",
+            {"max": CLOCK_MAX},
+        )
+    return now
 
 
 def _require_shell(shell_id: str) -> shells.Shell:

@@ -7,6 +7,8 @@ from typing import Final
 
 DEFAULT_MAX_FRAME_BYTES: Final = 8 * 1024 * 1024
 DEFAULT_COMMAND_TIMEOUT_MS: Final = 120_000
+OUTPUT_CAP_BYTES: Final = 256 * 1024
+"""The output one command may keep and stream, both streams together (announced to clients)."""
 FAULT_POINTS: Final = ("artifactWrite", "artifactFlush", "approvalCommit", "holdExecution")
 
 

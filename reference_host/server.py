@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import logging
 import signal
 import sqlite3
@@ -22,11 +23,11 @@ from reference_host.clock import Clock, ManualClock, SystemClock, wall_time_ms
 from reference_host.datadir import claim
 from reference_host.errors import HostError
 from reference_host.framing import DEFAULT_MAX_FRAME_BYTES, Frame, read_frames
-from reference_host.host import Host
 from reference_host.options import HostOptions
 from reference_host.rpc import Dispatcher, encode
 from reference_host.storage import Storage
 
+HANDLERS = "reference_host.host"
 EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_STORAGE = 3
@@ -87,11 +88,15 @@ async def _serve(args: argparse.Namespace, stdin: BinaryIO, stdout: BinaryIO) ->
     except HostError as error:
         return _refuse(error, stdout)
     try:
+        # The handlers are loaded on a worker thread while the database is opened: creating
+        # a database mostly waits for the disk, and loading code mostly does not.
+        loading = asyncio.ensure_future(asyncio.to_thread(importlib.import_module, HANDLERS))
         clock: Clock = ManualClock(wall_time_ms()) if args.conformance else SystemClock()
         try:
             storage = await _open_and_recover(args.data_dir, clock)
         except HostError as error:
             return _refuse(error, stdout)
+        await loading
         return await _serve_on(args, storage, clock, stdin, stdout)
     finally:
         lock.release()
@@ -116,6 +121,8 @@ async def _open_and_recover(data_dir: Path, clock: Clock) -> Storage:
 async def _serve_on(
     args: argparse.Namespace, storage: Storage, clock: Clock, stdin: BinaryIO, stdout: BinaryIO
 ) -> int:
+    from reference_host.host import Host  # loaded meanwhile by _serve
+
     log = logging.getLogger("reference_host")
     loop = asyncio.get_running_loop()
     frames: asyncio.Queue[Frame | None] = asyncio.Queue()  # None marks end of input

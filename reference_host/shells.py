@@ -7,6 +7,8 @@ from functools import cache
 from pathlib import Path
 
 _KNOWN = ("sh", "bash", "dash", "zsh", "fish", "ksh", "pwsh")
+_KINDS = {"sh": "posix-sh", "dash": "posix-sh", "ksh": "posix-sh", "bash": "bash"}
+"""What each shell speaks, as announced in ``Shell.kind``; the rest are "other"."""
 
 
 @dataclass(frozen=True)
@@ -17,9 +19,14 @@ class Shell:
     name: str
     path: str
 
+    @property
+    def kind(self) -> str:
+        """posix-sh, bash or other."""
+        return _KINDS.get(self.name, "other")
+
     def to_wire(self) -> dict[str, str]:
         """The protocol ``Shell`` object."""
-        return {"shellId": self.shell_id, "name": self.name, "path": self.path}
+        return {"shellId": self.shell_id, "name": self.name, "path": self.path, "kind": self.kind}
 
 
 @cache

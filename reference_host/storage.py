@@ -7,6 +7,7 @@ refused before the host serves a request.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import sqlite3
@@ -91,6 +92,9 @@ class Storage:
 
     def __init__(self, conn: aiosqlite.Connection) -> None:
         self._conn = conn
+        # One connection serves every session: two turns that write at the same moment
+        # take turns, instead of the second BEGIN failing inside the first transaction.
+        self._writing = asyncio.Lock()
 
     @classmethod
     async def open(cls, data_dir: Path) -> Storage:
@@ -176,14 +180,15 @@ class Storage:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
-        """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception."""
-        await self._conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._conn
-        except BaseException:
-            await self._conn.execute("ROLLBACK")
-            raise
-        await self._conn.execute("COMMIT")
+        """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception; one at a time."""
+        async with self._writing:
+            await self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                await self._conn.execute("ROLLBACK")
+                raise
+            await self._conn.execute("COMMIT")
 
     # -- sessions -----------------------------------------------------------------------
 
@@ -306,8 +311,8 @@ class Storage:
 
     async def insert_approval(self, row: ApprovalRow) -> None:
         """Commit a new pending approval (only after its artifact is on disk, §2)."""
-        async with self.transaction() as conn:
-            await conn.execute(
+        async with self._writing:  # one statement in autocommit: one durable round trip
+            await self._conn.execute(
                 f"INSERT INTO plan_approvals ({APPROVAL_COLUMNS}) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 tuple(row.__dict__.values()),

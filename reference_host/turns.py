@@ -304,7 +304,8 @@ class TurnRunner:
         entries = await self.host.storage.transcript(session_id)
         contents = [content for _seq, _turn, _role, content, _at in entries]
         start = max((i for i, c in enumerate(contents) if c.get("contextReset")), default=0)
-        return [{k: v for k, v in c.items() if k != "contextReset"} for c in contents[start:]]
+        kept = [{k: v for k, v in c.items() if k != "contextReset"} for c in contents[start:]]
+        return answered_only(kept)
 
     # -- tool calls ---------------------------------------------------------------------
 
@@ -488,6 +489,21 @@ def _refuse_plan_folder(root: Path, path: str) -> None:
     plan_folder = root.resolve() / ".pi" / "plan"
     if target == plan_folder or target.is_relative_to(plan_folder):
         raise HostError("TOOL_DENIED", "plan artifacts are immutable; write somewhere else")
+
+
+def answered_only(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` without tool results whose call is not among them: a context reset
+    drops the assistant message that called new_context, and a Chat Completions request
+    may hold a tool message only after the assistant message that made its call."""
+    made: set[str] = set()
+    kept: list[dict[str, Any]] = []
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            made.add(str(call.get("id")))
+        if message.get("role") == "tool" and str(message.get("tool_call_id")) not in made:
+            continue
+        kept.append(message)
+    return kept
 
 
 def _assistant_message(reply: AssistantReply) -> dict[str, Any]:

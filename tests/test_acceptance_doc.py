@@ -25,7 +25,7 @@ def test_every_requirement_and_feature_is_on_the_page() -> None:
 def test_scenarios_carry_their_rule_and_requirements() -> None:
     features = {f.file: f for f in acceptance.load_features()}
     submit = {s.name: s for s in features["submit_plan.feature"].scenarios}
-    alone = submit["A plan submitted beside another call is refused as a whole (<tool>)"]
+    alone = submit["A plan submitted beside another call is refused as a whole (<arrangement>)"]
     assert alone.requirements == ("R1.6",)
     assert "only tool call" in alone.rule
-    assert alone.examples[0] == ("tool",) and len(alone.examples) == 3
+    assert alone.examples[0] == ("arrangement",) and len(alone.examples) == 4

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 from hostkit import InProcessHost, RpcError
 
 from conformance.mock_provider import MockProvider, ScriptedToolCall, TextReply, ToolCallsReply
+from reference_host.storage import Storage
 
 MARKDOWN = "# Plan\n\n1. Add a cache.\n2. Measure it.\n"
 
@@ -156,3 +158,27 @@ def test_an_artifact_restored_to_its_bytes_can_be_approved(pending: Pending) -> 
     pending.artifact.write_bytes(MARKDOWN.encode())
     pending.provider.enqueue(TextReply("done"))
     assert pending.host.request("approval/approve", params)["approval"]["status"] == "approved"
+
+
+def test_an_execution_that_cannot_start_is_interrupted_not_stuck(
+    pending: Pending, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = Storage.start_turn
+
+    async def disk_full(self: Storage, *args: object) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(Storage, "start_turn", disk_full)
+    host, session, approval = pending.host, pending.session, pending.approval
+    params = {"sessionId": session, "approvalId": approval, "permissionMode": "auto"}
+    assert "error" in host.answer(host.send("approval/approve", params))
+    monkeypatch.setattr(Storage, "start_turn", original)
+
+    got = host.request("approval/get", {"sessionId": session, "approvalId": approval})
+    assert got["approval"]["executionState"] == "interrupted"
+    assert (
+        host.request("session/get", {"sessionId": session})["session"]["activeExecutionId"] is None
+    )
+    pending.provider.enqueue(TextReply("fine"))
+    host.request("session/prompt", {"sessionId": session, "text": "again"})
+    assert host.notified("turn/ended", lambda p: p["outcome"] == "completed")

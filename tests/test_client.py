@@ -122,6 +122,24 @@ def test_typed_calls_drive_the_reference_host(client: HostClient, tmp_path: Path
     assert refused.value.canonical == "PERMISSION_REQUEST_NOT_FOUND"
 
 
+def test_wait_for_any_returns_the_first_of_several_methods(
+    client: HostClient, tmp_path: Path
+) -> None:
+    client.handshake()
+    session_id = client.create_session(str(tmp_path)).session.sessionId
+    mark = client.mark()
+    client.configure_session(session_id, mode="plan")
+    client.configure_session(session_id, mode="agent")
+    index, note = client.wait_for_any(
+        ("turn/ended", "session/updated"),
+        lambda params: params["session"]["mode"] == "agent",
+        since=mark,
+    )
+    assert note["method"] == "session/updated" and index == mark + 1
+    with pytest.raises(TimeoutError, match="turn/ended or turn/started"):
+        client.wait_for_any(("turn/started", "turn/ended"), since=mark, timeout=0.2)
+
+
 def test_typed_task_calls(client: HostClient, provider: MockProvider, tmp_path: Path) -> None:
     client.handshake()
     model = ProviderConfig(baseUrl=provider.base_url, model="mock-model")
@@ -312,6 +330,7 @@ def test_the_client_signature_kept_its_public_calls() -> None:
         "mark",
         "notifications",
         "wait_for",
+        "wait_for_any",
         "wait_unmatched",
         "close",
         "transcript",

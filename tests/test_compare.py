@@ -117,7 +117,7 @@ def test_the_command_writes_markdown_and_html(
 @pytest.mark.parametrize(
     ("content", "problem"),
     [
-        (None, "no summary.json there"),
+        (None, "does not exist"),
         ("not json at all", "not a pi-conformance summary"),
         (json.dumps({"format_version": 2}), "not a pi-conformance summary"),
     ],
@@ -131,7 +131,8 @@ def test_bad_inputs_are_one_line_usage_errors(
     assert main(["compare", str(target)]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
-    assert err.startswith(f"pi-conformance compare: {target}: {problem}")
+    assert err.startswith(f"pi-conformance compare: {target}")
+    assert problem in err
 
 
 def test_an_unwritable_output_is_a_usage_error(

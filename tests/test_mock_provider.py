@@ -409,6 +409,42 @@ def test_stall_non_streaming_completes_after_release(
     assert response.json()["choices"][0]["message"]["content"] == "ab"
 
 
+def test_stall_with_calls_asks_for_them_after_release(
+    provider: MockProvider, client: httpx.Client
+) -> None:
+    call = ScriptedToolCall("SubmitPlan", {"title": "t"}, call_id="call_held")
+    provider.enqueue(StallReply(calls=(call,)))
+    lines: queue.Queue[str | BaseException] = queue.Queue()
+    worker = read_stream_in_thread(client, lines)
+    provider.wait_for_requests(1)
+    first = lines.get(timeout=5.0)
+    assert isinstance(first, str) and '"role":"assistant"' in first
+    with pytest.raises(queue.Empty):
+        lines.get(timeout=0.1)  # held: the calls come only after the release
+    provider.release_stalls()
+    rest: list[str | BaseException] = []
+    while not rest or rest[-1] != "data: [DONE]":
+        rest.append(lines.get(timeout=5.0))
+    worker.join(5.0)
+    text = "".join(str(line) for line in rest)
+    assert '"id":"call_held"' in text and '"name":"SubmitPlan"' in text
+    assert '"finish_reason":"tool_calls"' in text
+
+
+def test_stall_with_calls_non_streaming(provider: MockProvider, client: httpx.Client) -> None:
+    provider.enqueue(StallReply(calls=(ScriptedToolCall("Read", {"path": "a"}),)))
+    results: queue.Queue[httpx.Response] = queue.Queue()
+    worker = threading.Thread(target=lambda: results.put(chat(client, stream=False)))
+    worker.start()
+    provider.wait_for_requests(1)
+    provider.release_stalls()
+    response = results.get(timeout=5.0)
+    worker.join(5.0)
+    choice = response.json()["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    assert choice["message"]["tool_calls"][0]["function"]["name"] == "Read"
+
+
 def test_stall_ends_when_client_disconnects(provider: MockProvider, client: httpx.Client) -> None:
     provider.enqueue(StallReply())
     body = {"model": "test-model", "messages": USER, "stream": True}

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reference_host.errors import HostError
-from reference_host.turns import _gate, offered_tools
+from reference_host.turns import _gate, answered_only, offered_tools
 
 PLAN_TOOLS = [
     "Read",
@@ -138,3 +138,19 @@ def test_arbitrary_names_are_refused_unless_offered(mode: str, name: str) -> Non
 )
 def test_any_plugin_name_is_never_allowed(mode: str, prefix: str, rest: str) -> None:
     assert gate_code(mode, prefix + rest) == ("TOOL_DENIED" if mode == "plan" else "UNKNOWN_TOOL")
+
+
+# -- the history after new_context ---------------------------------------------------------
+
+
+def test_a_context_reset_leaves_no_tool_result_without_its_call() -> None:
+    # After new_context the history starts at the summary; the result of the call that
+    # reset it (and of any call beside it) lost its assistant message and must go too.
+    history = [
+        {"role": "system", "content": "Summary."},
+        {"role": "tool", "tool_call_id": "call_reset", "content": "A new context starts."},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_read"}]},
+        {"role": "tool", "tool_call_id": "call_read", "content": "text"},
+        {"role": "assistant", "content": "Done."},
+    ]
+    assert answered_only(history) == [history[0], *history[2:]]

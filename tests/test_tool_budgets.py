@@ -36,7 +36,7 @@ def test_a_nested_quantifier_over_a_long_line_is_quick(ws: Path) -> None:
     started = time.monotonic()
     result = asyncio.run(Grep().run(ctx(ws), {"pattern": r"^(a+)+$"}))
     assert result == files.NO_MATCHES
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 10  # hours with a plain backtracking engine
 
 
 def test_a_pattern_that_exceeds_the_budget_is_tool_failed(
@@ -48,7 +48,7 @@ def test_a_pattern_that_exceeds_the_budget_is_tool_failed(
         asyncio.run(Grep().run(ctx(ws), {"pattern": EVIL}))
     assert caught.value.code == "TOOL_FAILED"
     assert "time budget" in caught.value.message
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 5
 
 
 def test_glob_works_within_a_budget_too(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -101,13 +101,14 @@ def test_other_requests_and_cancel_are_answered_while_grep_runs(
         started = time.monotonic()
         host.request("session/list")
         host.request("session/create", {"workspaceRoot": None})
-        assert time.monotonic() - started < 1.0
+        # Generous bounds for a loaded machine; a frozen host would take the whole 30 s.
+        assert time.monotonic() - started < 5.0
         host.request("session/cancel", {"sessionId": session})
         ended = host.notified("turn/ended", timeout=5)
         assert ended["outcome"] == "cancelled"
         (result,) = host.notifications("turn/toolResult")
         assert result["error"]["code"] == "TURN_CANCELLED"
-        assert time.monotonic() - started < 3.0
+        assert time.monotonic() - started < 10.0
     finally:
         host.stop()
 
@@ -134,8 +135,8 @@ def test_sigterm_stops_the_host_during_a_grep(
         grep_turn(host, provider, ws)
         started = time.monotonic()
         host.process.send_signal(signal.SIGTERM)
-        assert host.process.wait(10) == 0
-        assert time.monotonic() - started < 3.0
+        assert host.process.wait(30) == 0
+        assert time.monotonic() - started < 8.0  # within the grep's 10 s budget: not frozen
     finally:
         if host.process.poll() is None:
             host.process.kill()

@@ -7,6 +7,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from conformance.scenarios import areas
+
 EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_USAGE = 2
@@ -26,9 +28,13 @@ def positive_seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number; give a positive number of seconds"
+        ) from None
     if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number of seconds")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not positive; give a positive number of seconds"
+        )
     return value
 
 
@@ -39,22 +45,49 @@ def workers(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number or 'auto'") from None
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number; give a number of workers of at least 1, or 'auto'"
+        ) from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is too few; give a number of workers of at least 1, or 'auto'"
+        )
     return value
 
 
 def writable_folder(path: Path, option: str) -> Path:
     """Create ``path`` if needed and prove a file can be written in it."""
     resolved = path.expanduser().resolve()
+    if resolved.exists() and not resolved.is_dir():
+        raise UsageProblem(f"{option}: {str(path)!r} is a file; give a folder for the reports")
     try:
         resolved.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=resolved, prefix=".pi-write-check-"):
             pass
+    except NotADirectoryError:
+        raise UsageProblem(
+            f"{option}: cannot create {str(path)!r}: a folder on its path is a file; "
+            "give a folder that can be created and written"
+        ) from None
     except OSError as problem:
         reason = problem.strerror or str(problem)
         raise UsageProblem(
-            f"{option}: cannot write a report into {str(path)!r}: {reason}"
+            f"{option}: cannot write a report into {str(path)!r}: {reason}; "
+            "give a folder that can be created and written"
         ) from None
     return resolved
+
+
+def checked_areas(text: str | None) -> list[str] | None:
+    """The areas of an ``--areas`` value (None when not given); unknown areas are refused."""
+    if text is None:
+        return None
+    known = areas()
+    wanted = [a.strip() for a in text.split(",") if a.strip()]
+    unknown = [a for a in wanted if a not in known]
+    if unknown or not wanted:
+        raise UsageProblem(
+            f"--areas: unknown area(s) {', '.join(unknown) or '(none given)'}; "
+            f"known areas: {', '.join(known)}"
+        )
+    return wanted

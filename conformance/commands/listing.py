@@ -6,6 +6,7 @@ import argparse
 from collections import Counter
 from typing import Any
 
+from conformance.commands.common import checked_areas
 from conformance.requirements import active_catalog, sort_key
 from conformance.scenarios import all_scenarios
 
@@ -40,7 +41,7 @@ def list_requirements(args: argparse.Namespace) -> int:
 
 def list_scenarios(args: argparse.Namespace) -> int:
     """Print every scenario id, optionally of some areas."""
-    wanted = {a.strip() for a in args.areas.split(",")} if args.areas else None
+    wanted = checked_areas(args.areas)
     for scenario in all_scenarios():
         if wanted is None or scenario.area in wanted:
             print(scenario.id)

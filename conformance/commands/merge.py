@@ -10,11 +10,11 @@ from pydantic import ValidationError
 
 from conformance.commands.common import EXIT_OK, EXIT_REGRESSION, UsageProblem, writable_folder
 from conformance.expectations import Expectations, ExpectationsError
-from conformance.reports import load_summary, write_all
+from conformance.reports import SUMMARY_FILE, load_summary, write_all
 from conformance.reports.text import render_console
 from conformance.requirements import active_catalog
 from conformance.scenarios import all_scenarios
-from conformance.summary_model import RunInfo, ScenarioResult, Summary
+from conformance.summary_model import FORMAT_VERSION, RunInfo, ScenarioResult, Summary
 from conformance.verdicts import build_summary
 
 
@@ -33,16 +33,34 @@ def read_summaries(paths: list[Path]) -> list[Summary]:
     """Load each summary; a missing or foreign file is a usage problem."""
     summaries: list[Summary] = []
     for path in paths:
+        if not path.exists():
+            raise UsageProblem(
+                f"{path} does not exist; give report folders or their summary.json files"
+            )
         try:
             summaries.append(load_summary(path))
         except FileNotFoundError:
-            raise UsageProblem(f"{path}: no summary.json there") from None
+            raise UsageProblem(
+                f"{path}: no {SUMMARY_FILE} in this folder; give a folder written by "
+                "'pi-conformance run --report' or its summary.json"
+            ) from None
         except OSError as problem:
-            raise UsageProblem(f"{path}: cannot read it: {problem.strerror or problem}") from None
-        except (ValidationError, ValueError) as problem:
-            first = str(problem).splitlines()[0]
-            raise UsageProblem(f"{path}: not a pi-conformance summary: {first}") from None
+            raise UsageProblem(f"{path}: cannot be read: {problem.strerror}") from None
+        except ValidationError as problem:
+            raise UsageProblem(
+                f"{path}: not a pi-conformance {SUMMARY_FILE} (format {FORMAT_VERSION}): "
+                f"{_first_error(problem)}"
+            ) from None
     return summaries
+
+
+def _first_error(problem: ValidationError) -> str:
+    """The first thing wrong, as 'where: what', and how many more there are."""
+    errors = problem.errors(include_url=False)
+    first = errors[0]
+    where = ".".join(str(part) for part in first["loc"]) or "the file"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{where}: {first['msg'].lower()}{more}"
 
 
 def merge_summaries(summaries: list[Summary], expectations: Expectations) -> Summary:

@@ -28,6 +28,7 @@ from typing import IO, Any
 from conformance.collector import (
     RECORDS_FILE,
     new_run_info,
+    read_preflight,
     read_records,
     write_preflight,
     write_reports,
@@ -41,6 +42,7 @@ from conformance.commands.common import (
     EXIT_SIGINT,
     EXIT_SIGTERM,
     UsageProblem,
+    checked_areas,
     positive_seconds,
     workers,
     writable_folder,
@@ -53,12 +55,12 @@ from conformance.processes import become_subreaper, descendants, kill_all, signa
 from conformance.reports import REPORT_FILES, SUMMARY_FILE, load_summary
 from conformance.reports.text import STATUS_LABEL, render_console, scenario_line
 from conformance.requirements import active_catalog
-from conformance.scenarios import all_scenarios, areas
+from conformance.scenarios import all_scenarios
 from conformance.selection import Selection, SelectionError, select
-from conformance.summary_model import ScenarioResult, Summary
+from conformance.summary_model import Preflight, RunInfo, ScenarioResult, Summary
 from conformance.verdicts import INTERRUPTED_REASON, PREFLIGHT_REASON
 
-GRACE_S = 5.0  # how long a stopping run may take to write its reports
+GRACE_S = 3.0  # how long pytest may take to stop its scenarios' hosts before it is killed
 _REPORT_FILES = (*REPORT_FILES, RECORDS_FILE)
 
 
@@ -134,17 +136,28 @@ def _check_host_cmd(command_line: str) -> SubprocessDriver:
     try:
         argv = shlex.split(command_line)
     except ValueError as problem:
-        raise UsageProblem(f"--host-cmd: cannot split {command_line!r}: {problem}") from None
+        raise UsageProblem(
+            f"--host-cmd: cannot split {command_line!r} into words ({str(problem).lower()}); "
+            "quote it as a POSIX shell would"
+        ) from None
     if not argv:
-        raise UsageProblem("--host-cmd: the command line is empty")
+        raise UsageProblem("--host-cmd: the command line is empty; give the host's command")
     program = argv[0]
     if os.sep in program:
-        if not Path(program).is_file():
-            raise UsageProblem(f"--host-cmd: {program!r} does not exist")
-        if not os.access(program, os.X_OK):
-            raise UsageProblem(f"--host-cmd: {program!r} is not executable")
+        if not Path(program).exists():
+            raise UsageProblem(
+                f"--host-cmd: {program!r} does not exist; the first word must be the host's "
+                "executable"
+            )
+        if not Path(program).is_file() or not os.access(program, os.X_OK):
+            raise UsageProblem(
+                f"--host-cmd: {program!r} is not an executable file; make it executable or "
+                "name its interpreter first (for example 'python3 host.py')"
+            )
     elif shutil.which(program) is None:
-        raise UsageProblem(f"--host-cmd: {program!r} was not found on PATH")
+        raise UsageProblem(
+            f"--host-cmd: {program!r} was not found on PATH; give its path or a command on PATH"
+        )
     return SubprocessDriver(tuple(argv))
 
 
@@ -177,16 +190,7 @@ def check_arguments(args: argparse.Namespace) -> Plan:
     else:
         driver = SubprocessDriver(DEFAULT_HOST_CMD)
         label = "bundled reference host"
-    known_areas = areas()
-    wanted: list[str] | None = None
-    if args.areas is not None:
-        wanted = [a.strip() for a in args.areas.split(",") if a.strip()]
-        unknown = [a for a in wanted if a not in known_areas]
-        if unknown or not wanted:
-            raise UsageProblem(
-                f"--areas: unknown area(s) {', '.join(unknown) or '(none given)'}; "
-                f"known areas: {', '.join(known_areas)}"
-            )
+    wanted = checked_areas(args.areas)
     shard: tuple[int, int] | None = None
     if args.shard:
         try:
@@ -220,6 +224,50 @@ def check_arguments(args: argparse.Namespace) -> Plan:
     return Plan(driver, driver_name, label, selection, expectations, report_dir, wanted, args.shard)
 
 
+class _Stopped(Exception):
+    """A signal, or --max-time, ended the run before the suite started."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+_STOP_SIGNALS: dict[int, str] = {
+    signal.SIGINT: "SIGINT",
+    signal.SIGTERM: "SIGTERM",
+    signal.SIGALRM: "max-time",  # --max-time is an interval timer
+}
+_EXIT_FOR_STOP = {"SIGINT": EXIT_SIGINT, "SIGTERM": EXIT_SIGTERM, "max-time": EXIT_MAX_TIME}
+
+
+def _describe_stop(reason: str) -> str:
+    return "--max-time ran out" if reason == "max-time" else reason
+
+
+@dataclass
+class _StopBeforeSuite:
+    """The signal handler until the suite starts: the first signal stops the run (its
+    reports are still written); a second ends the command at once."""
+
+    scratch: Path
+    reason: str | None = None
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        reason = _STOP_SIGNALS[signum]
+        if self.reason is None:
+            self.reason = reason
+            raise _Stopped(reason)
+        if reason != "max-time":
+            kill_all()
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            os._exit(_EXIT_FOR_STOP[self.reason])
+
+
+def _handle_stop_signals(handler: Any) -> None:
+    for signum in _STOP_SIGNALS:
+        signal.signal(signum, handler)
+
+
 def run_command(args: argparse.Namespace) -> int:
     """The whole ``run`` command."""
     plan = check_arguments(args)
@@ -227,10 +275,18 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"testing the bundled reference host ({plan.driver_name} driver)")
     for name in _REPORT_FILES:
         (plan.report_dir / name).unlink(missing_ok=True)
+    # Hosts run in sessions of their own: adopting orphans keeps them findable to the end.
+    become_subreaper()
     scratch = Path(tempfile.mkdtemp(prefix="pi-conformance-"))
+    _handle_stop_signals(_StopBeforeSuite(scratch))
+    if args.max_time:
+        signal.setitimer(signal.ITIMER_REAL, args.max_time)  # the whole run, preflight too
     try:
         return _run(args, plan, scratch)
     finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        _handle_stop_signals(signal.SIG_DFL)
+        kill_all()
         if args.keep:
             print(f"temporary folders kept in {scratch}")
         else:
@@ -248,54 +304,84 @@ def _run(args: argparse.Namespace, plan: Plan, scratch: Path) -> int:
         require_full=args.require_full,
     )
     preflight_file: Path | None = None
-    if not args.no_preflight:
-        result = run_preflight(plan.driver, args.timeout)
-        run_info = run_info.model_copy(update={"host_identity": result.identity})
-        if not result.preflight.ok:
-            write_reports(
-                plan.report_dir,
-                [],
-                run_info.model_copy(update={"duration_s": result.preflight.duration_s}),
-                plan.expectations,
-                result.preflight,
-                plan.driver_name == "subprocess",
-                PREFLIGHT_REASON,
+    try:
+        if not args.no_preflight:
+            print(f"preflight: starting {plan.host_label}", flush=True)
+            result = run_preflight(plan.driver, args.timeout)
+            run_info = run_info.model_copy(update={"host_identity": result.identity})
+            if not result.preflight.ok:
+                return _preflight_failed(result.preflight, plan, run_info)
+            identity = result.identity
+            print(
+                f"preflight: {identity.name if identity else 'the host'} "
+                f"{identity.version if identity else ''} answered protocol v9 "
+                f"in {result.preflight.duration_s:.2f} s"
             )
-            _print_preflight_failure(result.preflight.diagnosis or "", result.preflight)
-            print(f"\nreports: {plan.report_dir}")
-            return EXIT_PREFLIGHT
-        identity = result.identity
-        print(
-            f"preflight: {identity.name if identity else 'the host'} "
-            f"{identity.version if identity else ''} answered protocol v9 "
-            f"in {result.preflight.duration_s:.2f} s"
+            preflight_file = scratch / "preflight.json"
+            write_preflight(preflight_file, result.preflight, result.identity)
+        select_file = scratch / "selection.json"
+        select_file.write_text(
+            json.dumps(
+                {
+                    "chosen": [s.id for s in plan.selection.chosen],
+                    "left_out": plan.selection.left_out,
+                }
+            ),
+            encoding="utf-8",
         )
-        preflight_file = scratch / "preflight.json"
-        write_preflight(preflight_file, result.preflight, result.identity)
-    select_file = scratch / "selection.json"
-    select_file.write_text(
-        json.dumps(
-            {"chosen": [s.id for s in plan.selection.chosen], "left_out": plan.selection.left_out}
-        ),
-        encoding="utf-8",
-    )
-    supervisor = Supervisor(args, plan, scratch, preflight_file, select_file)
-    supervisor.start()
+        supervisor = Supervisor(args, plan, scratch, preflight_file, select_file)
+        supervisor.start()  # from its first line on, signals stop the supervised run
+    except _Stopped as stop:
+        return _stopped_before_suite(stop.reason, plan, run_info)
     return supervisor.finish(run_info)
 
 
-def _print_preflight_failure(diagnosis: str, preflight: Any) -> None:
+def _preflight_failed(preflight: Preflight, plan: Plan, run_info: RunInfo) -> int:
+    """Reports for a host that failed the preflight: every scenario is not-run."""
+    write_reports(
+        plan.report_dir,
+        [],
+        run_info.model_copy(update={"duration_s": preflight.duration_s}),
+        plan.expectations,
+        preflight,
+        plan.driver_name == "subprocess",
+        PREFLIGHT_REASON,
+    )
+    _print_preflight_failure(preflight.diagnosis or "", preflight)
+    print(f"\nreports: {plan.report_dir}")
+    return EXIT_PREFLIGHT
+
+
+def _stopped_before_suite(reason: str, plan: Plan, run_info: RunInfo) -> int:
+    """Reports for a run stopped before any scenario: everything is not-run."""
+    write_reports(
+        plan.report_dir,
+        [],
+        run_info.model_copy(update={"interrupted": True}),
+        plan.expectations,
+        None,
+        plan.driver_name == "subprocess",
+        INTERRUPTED_REASON,
+        plan.selection.left_out,
+    )
+    print(f"\n{_describe_stop(reason)} before the suite started: no scenario ran", file=sys.stderr)
+    print(f"reports: {plan.report_dir}")
+    return _EXIT_FOR_STOP[reason]
+
+
+def _print_preflight_failure(diagnosis: str, preflight: Preflight) -> None:
     print(f"preflight failed: {diagnosis}", file=sys.stderr)
     if preflight.detail:
         print(f"  {preflight.detail}", file=sys.stderr)
-    if preflight.host_exit is not None and not preflight.host_exit.running:
-        exit_info = preflight.host_exit
+    exit_info = preflight.host_exit
+    if exit_info is not None and not exit_info.running:
         how = (
             f"killed by signal {exit_info.signal}"
             if exit_info.signal is not None
-            else f"status {exit_info.status}"
+            else f"exited with status {exit_info.status}"
         )
-        print(f"  host exit: {how}", file=sys.stderr)
+        if how not in diagnosis:
+            print(f"  the host {how}", file=sys.stderr)
     if preflight.stderr_tail.strip():
         print("  host stderr (tail):", file=sys.stderr)
         for line in preflight.stderr_tail.strip().splitlines()[-15:]:
@@ -314,11 +400,11 @@ class Supervisor:
     select_file: Path
     child: subprocess.Popen[bytes] | None = None
     stop_reason: str | None = None  # "SIGINT", "SIGTERM" or "max-time"
-    interrupts: int = 0
     received: list[ScenarioResult] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _progress_shown: bool = False
+    _kill_timer: threading.Timer | None = None
 
     def pytest_argv(self, events_fd: int) -> list[str]:
         """The command line of the pytest process."""
@@ -334,6 +420,8 @@ class Supervisor:
             str(suite / "pytest.ini"),
             "-p",
             "no:cacheprovider",
+            "-p",
+            "no:hypothesispytest",  # its session-end import alone can take seconds
             "-q",
             "--tb=short",
             "--basetemp",
@@ -378,7 +466,7 @@ class Supervisor:
 
     def start(self) -> None:
         """Start pytest in its own process group, with a pipe for its records."""
-        become_subreaper()
+        _handle_stop_signals(self._on_signal)
         read_fd, write_fd = os.pipe()
         log = (self.plan.report_dir / "pytest-output.txt").open("wb")
         self.child = subprocess.Popen(
@@ -392,12 +480,8 @@ class Supervisor:
         os.close(write_fd)
         log.close()
         threading.Thread(target=self._read_events, args=(read_fd,), daemon=True).start()
-        signal.signal(signal.SIGINT, self._on_signal)
-        signal.signal(signal.SIGTERM, self._on_signal)
-        if self.args.max_time:
-            timer = threading.Timer(self.args.max_time, self._stop, args=("max-time",))
-            timer.daemon = True
-            timer.start()
+        if self.stop_reason is not None:  # stopped while pytest was being started
+            self._stop(self.stop_reason)
 
     # -- progress -----------------------------------------------------------------------
 
@@ -433,25 +517,30 @@ class Supervisor:
     # -- stopping -----------------------------------------------------------------------
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        self.interrupts += 1
-        name = "SIGINT" if signum == signal.SIGINT else "SIGTERM"
-        if self.interrupts == 1:
-            print(f"\n{name}: stopping the run (again to stop at once)", file=sys.stderr)
-            self._stop(name)
-        else:
-            self._kill_everything()
+        reason = _STOP_SIGNALS[signum]
+        if self.stop_reason is None:
+            self._stop(reason)
+            print(
+                f"\n{_describe_stop(reason)}: stopping the run (Ctrl-C again to stop at once)",
+                file=sys.stderr,
+                flush=True,
+            )
+        elif reason != "max-time":
+            self.kill_everything()
+            print(f"{reason} again: ended every process at once", file=sys.stderr, flush=True)
 
     def _stop(self, reason: str) -> None:
-        """Ask pytest to stop; kill everything if it has not within the grace period."""
-        if self.stop_reason is None:
-            self.stop_reason = reason
+        """Ask pytest to stop, so that each scenario stops its host; kill everything if it
+        has not stopped within the grace period."""
+        self.stop_reason = reason
         if self.child is not None and self.child.poll() is None:
             signal_group(self.child.pid, signal.SIGINT)
-            timer = threading.Timer(GRACE_S, self._kill_everything)
-            timer.daemon = True
-            timer.start()
+            self._kill_timer = threading.Timer(GRACE_S, self.kill_everything)
+            self._kill_timer.daemon = True
+            self._kill_timer.start()
 
-    def _kill_everything(self) -> None:
+    def kill_everything(self) -> None:
+        """SIGKILL pytest's process group and every process the run started."""
         snapshot = descendants()
         if self.child is not None:
             signal_group(self.child.pid, signal.SIGKILL)
@@ -463,11 +552,15 @@ class Supervisor:
         """Wait for pytest, clean up, make sure the reports exist, print and decide."""
         assert self.child is not None
         status = self.child.wait()
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        _handle_stop_signals(signal.SIG_DFL)  # from here on a signal ends at once
+        if self._kill_timer is not None:
+            self._kill_timer.cancel()
         leftovers = kill_all()
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         summary_file = self.plan.report_dir / SUMMARY_FILE
-        if not summary_file.exists():
+        if self.stop_reason is not None or not summary_file.exists():
+            # A stopped pytest may have been killed half-way through writing its reports;
+            # every record reached records.jsonl as its scenario ended.
             self._write_from_records(run_info)
         with self._lock:
             if self._progress_shown and sys.stdout.isatty():
@@ -490,8 +583,6 @@ class Supervisor:
         interrupted = self.stop_reason is not None
         preflight = None
         if self.preflight_file is not None:
-            from conformance.collector import read_preflight
-
             preflight, _ = read_preflight(self.preflight_file)
         write_reports(
             self.plan.report_dir,
@@ -521,7 +612,7 @@ class Supervisor:
         if self.stop_reason == "SIGTERM":
             return EXIT_SIGTERM
         if self.stop_reason == "max-time":
-            print("--max-time ran out; the rest of the scenarios are not-run", file=sys.stderr)
+            print("--max-time ran out: the scenarios it did not reach are not-run", file=sys.stderr)
             return EXIT_MAX_TIME
         if summary.regressions:
             return EXIT_REGRESSION

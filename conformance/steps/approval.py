@@ -1,4 +1,11 @@
-"""Steps about approving and rejecting plans, the deadline and the execution (§3, §4)."""
+"""Steps about approving and rejecting plans and the approval deadline (§3, §4).
+
+Every step that changes an approval is followed, in its Then steps, by reading the
+approval back over the protocol and from storage and comparing every recorded field. The
+model is scripted turn by turn with no fallback: the Plan turn gets exactly its SubmitPlan
+answer, an execution gets what the scenario scripted plus one closing answer, so a host
+that asks the model once more than it should is caught by the after-scenario check.
+"""
 
 from __future__ import annotations
 
@@ -6,62 +13,271 @@ from typing import Any
 
 from pytest_bdd import given, parsers, then, when
 
+from conformance.blame import blame, verifies
 from conformance.capabilities import require_fault_point
-from conformance.steps.model import default_markdown, script_plan
-from conformance.steps.plan import latest_approval, run_prompt
+from conformance.mock_provider import StallReply, TextReply
+from conformance.steps.model import default_markdown, script_plan, submit_plan_call
+from conformance.steps.plan import latest_approval, snapshot
 from conformance.steps.sessions import create_session_in_mode, read_session, session_id
-from conformance.world import Outcome, World, need
+from conformance.world import ApprovalSnapshot, Outcome, SubmittedPlan, World, need
 
 APPROVAL_TTL_MS = 30 * 60 * 1000
+PLAN_PROMPT = "Plan the change, then submit it for approval."
+CLOSING_TEXT = "The approved plan is carried out."
+TIMEOUT_CODE = "PLAN_APPROVAL_TIMEOUT"
+_STABLE_READS = 50
+
+# Approval field over the wire -> column of plan_approvals (schema v10).
+WIRE_COLUMNS = {
+    "approvalId": "id",
+    "sessionId": "session_id",
+    "turnId": "turn_id",
+    "title": "title",
+    "question": "question",
+    "createdAt": "created_at",
+    "expiresAt": "expires_at",
+    "status": "status",
+    "statusCode": "status_code",
+    "decidedAt": "decided_at",
+    "permissionMode": "permission_mode",
+    "executionId": "execution_id",
+    "executionState": "execution_state",
+}
+ARTIFACT_COLUMNS = {
+    "path": "artifact_path",
+    "sha256": "artifact_sha256",
+    "byteSize": "artifact_bytes",
+}
 
 
-def _created(world: World) -> dict[str, Any]:
-    """The approval as it was when the host created it."""
-    return need(world.plan.at_creation, "approval seen at creation")
+# -- reading back -------------------------------------------------------------------------
 
 
-def _approval_ref(world: World) -> dict[str, str]:
-    approval = world.plan.approval or latest_approval(world)
-    return {"sessionId": session_id(world), "approvalId": approval["approvalId"]}
+def clock_now(world: World) -> int:
+    """The host clock."""
+    return world.rpc.clock_get().now
 
 
-def _unchecked(world: World, method: str, params: dict[str, Any]) -> Outcome:
-    """Send a request the contract forbids, on purpose, and record the outcome."""
-    message = {"jsonrpc": "2.0", "id": world.rpc.next_id(), "method": method, "params": params}
-    world.outcome = Outcome.from_response(method, world.rpc.call_message(message, check=False))
-    return world.outcome
+def acted_on(world: World) -> dict[str, Any]:
+    """The approval the scenario's steps act on."""
+    return need(world.plan.approval, "approval awaiting a decision")
 
 
-@given(parsers.parse('a plan titled "{title}" is awaiting approval'))
-def plan_awaiting(world: World, title: str) -> None:
+def read_approval(world: World, approval_id: str | None = None) -> dict[str, Any]:
+    """The approval as the host reports it now (``approval/get``)."""
+    wanted = approval_id or acted_on(world)["approvalId"]
+    approval: dict[str, Any] = world.rpc.request(
+        "approval/get", {"sessionId": session_id(world), "approvalId": wanted}
+    )["approval"]
+    return approval
+
+
+def stored_approval(world: World, approval_id: str) -> dict[str, Any]:
+    """The approval's row in plan_approvals; a missing row fails the check."""
+    rows = world.storage().rows("plan_approvals", "id = ?", (approval_id,))
+    assert len(rows) == 1, f"plan_approvals holds {len(rows)} rows with id {approval_id!r}"
+    return rows[0]
+
+
+def stored_session(world: World) -> dict[str, Any]:
+    """The main session's row in sessions."""
+    rows = world.storage().rows("sessions", "id = ?", (session_id(world),))
+    assert len(rows) == 1, f"sessions holds {len(rows)} rows for the session"
+    return rows[0]
+
+
+def storage_differences(approval: dict[str, Any], row: dict[str, Any]) -> list[str]:
+    """Every recorded field where storage disagrees with what the protocol says."""
+    found = [
+        f"{field}: protocol {approval[field]!r}, storage {column} {row[column]!r}"
+        for field, column in WIRE_COLUMNS.items()
+        if approval[field] != row[column]
+    ]
+    artifact = approval["artifact"] or {}
+    found += [
+        f"artifact.{field}: protocol {artifact.get(field)!r}, storage {column} {row[column]!r}"
+        for field, column in ARTIFACT_COLUMNS.items()
+        if artifact.get(field) != row[column]
+    ]
+    return found
+
+
+def read_back(world: World, approval_id: str | None = None) -> dict[str, Any]:
+    """The approval over the protocol, checked field by field against its stored row.
+
+    The row is read between two protocol reads. States only move forward, so when both
+    reads agree nothing changed in between and the row must say the same; while an
+    execution is moving on, the reads are repeated until they agree.
+    """
+    approval = read_approval(world, approval_id)
+    for _ in range(_STABLE_READS):
+        row = stored_approval(world, approval["approvalId"])
+        again = read_approval(world, approval["approvalId"])
+        if again == approval:
+            break
+        approval = again
+    differences = storage_differences(approval, row)
+    assert not differences, f"the stored approval disagrees with the protocol: {differences}"
+    return approval
+
+
+def take_snapshot(world: World) -> ApprovalSnapshot:
+    """The approval and its session as they are now, with the history positions."""
+    approval = read_approval(world)
+    return ApprovalSnapshot(
+        approval=approval,
+        row=stored_approval(world, approval["approvalId"]),
+        session=read_session(world),
+        session_row=stored_session(world),
+        notifications=world.mark(),
+        provider_requests=len(world.provider.requests()),
+    )
+
+
+# -- the Plan turn ------------------------------------------------------------------------
+
+
+def run_plan_turn(world: World, text: str, think_ms: int = 0) -> dict[str, Any]:
+    """Prompt the session and wait until that turn ended; return its turn/ended params.
+
+    With ``think_ms`` the model's first answer is held until the harness has moved the
+    host clock by that much, so the turn spans a stretch of host time.
+    """
+    world.arranged.workspace_before = snapshot(world.workspace)
+    world.cursors.turn = world.mark()
+    world.cursors.provider_turn = len(world.provider.requests())
+    world.plan.clock_at_turn_start = clock_now(world)
+    world.plan.prompt = text
+    turn_id = world.rpc.prompt(session_id(world), text).turnId
+    world.plan.turn_id = turn_id
+    world.active_turn = turn_id
+    if think_ms:
+        world.provider.wait_for_requests(world.cursors.provider_turn + 1, world.timeout)
+        world.rpc.clock_advance(think_ms)
+        world.provider.release_stalls()
+    ended = world.wait_for("turn/ended", lambda p: p["turnId"] == turn_id, since=world.cursors.turn)
+    world.last_turn_end = ended
+    return ended
+
+
+def _plan_session(world: World) -> None:
     if "main" not in world.sessions:
         create_session_in_mode(world, "Plan")
     elif world.sessions["main"]["mode"] != "plan":
         world.rpc.request("session/configure", {"sessionId": session_id(world), "mode": "plan"})
-    script_plan(world, title, default_markdown(title))
-    ended = run_prompt(world, "Plan the change, then submit it for approval.")
+
+
+def _await_plan(world: World, think_ms: int = 0) -> dict[str, Any]:
+    """Run the Plan turn that submits the scripted plan; the approval it created."""
+    ended = run_plan_turn(world, PLAN_PROMPT, think_ms)
     assert ended["outcome"] == "completed", f"the Plan turn ended {ended}"
-    approval = latest_approval(world)
+    turn_id = world.plan.turn_id
+    made = [
+        a
+        for a in world.rpc.request("approval/list", {"sessionId": session_id(world)})["approvals"]
+        if a["turnId"] == turn_id
+    ]
+    assert len(made) == 1, f"the Plan turn {turn_id} made {len(made)} approvals: {made}"
+    approval: dict[str, Any] = made[0]
     assert approval["status"] == "pending", f"the plan is not pending: {approval}"
     world.plan.approval = approval
     world.plan.at_creation = dict(approval)
-    world.plan.clock_at_creation = world.rpc.request("conformance/clock/get", {})["now"]
+    world.plan.clock_at_creation = clock_now(world)
+    world.cursors.approve = world.mark()
+    world.cursors.provider_approve = len(world.provider.requests())
+    return approval
+
+
+@given(parsers.parse('a plan titled "{title}" is awaiting approval'))
+def plan_awaiting(world: World, title: str) -> None:
+    _plan_session(world)
+    script_plan(world, title, default_markdown(title))
+    _await_plan(world)
+
+
+@given(parsers.parse('the model spent {minutes:d} minutes preparing a plan titled "{title}"'))
+def plan_prepared_slowly(world: World, minutes: int, title: str) -> None:
+    _plan_session(world)
+    markdown = default_markdown(title)
+    world.provider.enqueue(StallReply(calls=(submit_plan_call(title, markdown),)))
+    world.plan.submitted.append(SubmittedPlan(title, markdown, "Shall I go ahead?"))
+    _await_plan(world, think_ms=minutes * 60_000)
+
+
+@given(parsers.parse('the model submitted a new plan titled "{title}"'))
+def new_plan_submitted(world: World, title: str) -> None:
+    script_plan(world, title, default_markdown(title))
+    world.plan.before_action = None
+    _await_plan(world)
+
+
+@when("the user asks the agent for a new plan")
+def ask_for_new_plan(world: World) -> None:
+    world.plan.before_action = None
+    _await_plan(world)
+
+
+@when("the user tries to ask for another plan")
+def try_another_plan(world: World) -> None:
+    world.cursors.turn = world.mark()
+    world.attempt("session/prompt", {"sessionId": session_id(world), "text": PLAN_PROMPT})
 
 
 # -- decisions ----------------------------------------------------------------------------
 
 
+def _mark_action(world: World) -> None:
+    world.cursors.approve = world.cursors.decision = world.mark()
+    world.cursors.provider_approve = world.cursors.provider_decision = len(
+        world.provider.requests()
+    )
+    world.arranged.workspace_before = snapshot(world.workspace)
+    world.plan.clock_at_decision = clock_now(world)
+
+
+def _approval_ref(world: World) -> dict[str, str]:
+    return {"sessionId": session_id(world), "approvalId": acted_on(world)["approvalId"]}
+
+
+def _unchecked(world: World, method: str, params: dict[str, Any]) -> Outcome:
+    """Send a request the contract forbids, on purpose, and record the outcome."""
+    _mark_action(world)
+    message = {"jsonrpc": "2.0", "id": world.rpc.next_id(), "method": method, "params": params}
+    world.outcome = Outcome.from_response(method, world.rpc.call_message(message, check=False))
+    return world.outcome
+
+
+def _close_execution(world: World) -> None:
+    """Script the model's last answer of the execution, unless a step already did."""
+    if world.plan.closing_scripted or world.provider.pending_replies():
+        # a step already scripted what the model says in the execution
+        world.plan.closing_scripted = False
+        return
+    world.provider.enqueue(TextReply(CLOSING_TEXT))
+
+
 def approve(world: World, mode: str) -> Outcome:
     """Approve the current plan with ``mode``; remember where notifications start."""
-    world.cursors.approve = world.mark()
-    world.cursors.provider_approve = len(world.provider.requests())
-    return world.attempt("approval/approve", {**_approval_ref(world), "permissionMode": mode})
+    _close_execution(world)
+    _mark_action(world)
+    outcome = world.attempt("approval/approve", {**_approval_ref(world), "permissionMode": mode})
+    if outcome.error is None:
+        world.plan.approved = outcome.result
+    return outcome
 
 
 @when(parsers.parse("the user approves the plan with permission mode {mode}"))
 @given(parsers.parse("the user approved the plan with permission mode {mode}"))
 def approve_step(world: World, mode: str) -> None:
     approve(world, mode)
+
+
+@given("the user rejected the plan")
+def rejected(world: World) -> None:
+    if world.plan.approval is None:  # a plan the planning steps asked for
+        world.plan.approval = latest_approval(world)
+    _mark_action(world)
+    world.attempt("approval/reject", _approval_ref(world)).require_result()
 
 
 @when("the user approves the plan without choosing a permission mode")
@@ -101,19 +317,30 @@ def approve_twice(world: World, mode: str) -> None:
         }
         for _ in range(2)
     ]
-    world.cursors.approve = world.mark()
+    _close_execution(world)
+    _mark_action(world)
     world.plan.concurrent_responses = world.rpc.call_together(messages)
 
 
-@when(parsers.parse("a stale client approves the plan with permission mode {mode}"))
-def stale_approve(world: World, mode: str) -> None:
-    world.attempt(
-        "approval/approve",
-        {**_approval_ref(world), "permissionMode": mode},
+@when(
+    parsers.re(
+        r"a stale client (?P<request>approves|rejects) the (?P<which>plan|first plan)"
+        r"(?: with permission mode (?P<mode>ask|accept-edits|auto))?$"
     )
+)
+def stale_action(world: World, request: str, which: str, mode: str | None) -> None:
+    if which == "first plan":
+        first = world.rpc.request("approval/list", {"sessionId": session_id(world)})["approvals"]
+        world.plan.approval = first[0]
+    world.plan.before_action = take_snapshot(world)
+    _mark_action(world)
+    if request == "approves":
+        world.attempt("approval/approve", {**_approval_ref(world), "permissionMode": mode or "ask"})
+    else:
+        world.attempt("approval/reject", _approval_ref(world))
 
 
-@given(parsers.parse("the host will fail to commit the next approval"))
+@given("the host will fail to commit the next approval")
 def arm_commit_fault(world: World) -> None:
     require_fault_point(world, "approvalCommit")
     world.rpc.request("conformance/fault/arm", {"fault": "approvalCommit"})
@@ -128,50 +355,251 @@ def minutes_pass(world: World, minutes: int) -> None:
     world.rpc.request("conformance/clock/advance", {"ms": minutes * 60_000})
 
 
+_OFFSETS = {"one millisecond before": -1, "exactly": 0, "one millisecond after": 1}
+
+
 @when(parsers.parse("the clock reaches {offset} the deadline"))
 @given(parsers.parse("the clock reached {offset} the deadline"))
 def clock_near_deadline(world: World, offset: str) -> None:
-    deltas = {"one millisecond before": -1, "exactly": 0, "one millisecond after": 1}
-    target = _created(world)["expiresAt"] + deltas[offset]
+    target = _created(world)["expiresAt"] + _OFFSETS[offset]
     world.rpc.request("conformance/clock/set", {"now": target})
 
 
 @given("the client reloads and reads the approval again")
 @when("the client reloads and reads the approval again")
 def reload(world: World) -> None:
-    world.plan.approval = None
+    world.plan.reloaded = None
     sessions = world.rpc.request("session/list", {})["sessions"]
-    assert sessions, "after the reload the host lists no session"
-    pending = [s for s in sessions if s["pendingApprovalId"]]
-    assert pending, "after the reload no session shows a pending approval"
-    world.plan.reloaded = world.rpc.request(
-        "approval/get",
-        {"sessionId": pending[0]["sessionId"], "approvalId": pending[0]["pendingApprovalId"]},
-    )["approval"]
+    with blame("C2"):
+        listed = [s for s in sessions if s["sessionId"] == session_id(world)]
+        assert listed, "after the reload the host does not list the session"
+        pending = listed[0]["pendingApprovalId"]
+        assert pending, "after the reload the session shows no pending approval"
+        world.plan.reloaded = world.rpc.request(
+            "approval/get", {"sessionId": session_id(world), "approvalId": pending}
+        )["approval"]
+        assert world.plan.reloaded["approvalId"] == acted_on(world)["approvalId"], (
+            f"after the reload the session shows another approval: {world.plan.reloaded}"
+        )
 
 
-# -- checks -------------------------------------------------------------------------------
+def _created(world: World) -> dict[str, Any]:
+    """The approval as it was when the host created it."""
+    return need(world.plan.at_creation, "approval seen at creation")
 
 
-@then(parsers.parse("the approval is {status}"))
+# -- checks: the approval -----------------------------------------------------------------
+
+
+_STATUS = r"(?P<status>pending|approved|rejected|expired|interrupted)"
+
+
+@then(parsers.re(rf"the approval is {_STATUS}$"))
+@verifies("R4.4")
 def approval_status(world: World, status: str) -> None:
-    approval = latest_approval(world)
+    approval = read_back(world)
     assert approval["status"] == status, f"the approval is {approval['status']}, not {status}"
-    rows = world.storage().rows("plan_approvals", "id = ?", (approval["approvalId"],))
-    assert rows and rows[0]["status"] == status, f"stored status: {rows}"
 
 
 @then("the approval shows its title, question, artifact, absolute expiry and status")
+@verifies("R3.1")
 def approval_card(world: World) -> None:
-    approval = latest_approval(world)
     submitted = world.plan.submitted[-1]
-    assert approval["title"] == submitted.title and approval["question"] == submitted.question
-    assert approval["artifact"]["path"].startswith(".pi/plan/")
-    assert approval["expiresAt"] > 1_000_000_000_000, "expiresAt is not an absolute timestamp"
-    assert approval["status"] == "pending"
+    approval = read_approval(world)
+    listed = [
+        a
+        for a in world.rpc.request("approval/list", {"sessionId": session_id(world)})["approvals"]
+        if a["approvalId"] == approval["approvalId"]
+    ]
+    assert listed == [approval], f"approval/list and approval/get disagree: {listed} {approval}"
+    assert approval["title"] == submitted.title, f"the title is {approval['title']!r}"
+    assert approval["question"] == submitted.question, f"the question is {approval['question']!r}"
+    assert approval["artifact"]["path"].startswith(".pi/plan/"), approval["artifact"]
+    assert approval["status"] == "pending", f"the approval is {approval['status']}"
+    created = need(world.plan.clock_at_creation, "clock at creation")
+    assert approval["expiresAt"] == created + APPROVAL_TTL_MS, (
+        f"expiresAt {approval['expiresAt']} is not the absolute time 30 minutes after the "
+        f"host created the approval ({created + APPROVAL_TTL_MS})"
+    )
+    assert approval["turnId"] == world.plan.turn_id, (
+        f"the approval names turn {approval['turnId']}, not the Plan turn {world.plan.turn_id}"
+    )
+    undecided = {
+        k: approval[k]
+        for k in ("statusCode", "decidedAt", "permissionMode", "executionId", "executionState")
+    }
+    assert not any(v is not None for v in undecided.values()), f"a pending approval has {undecided}"
+    session = read_session(world)
+    assert session["pendingApprovalId"] == approval["approvalId"], session
+    with blame("R7.2"):
+        announced = [
+            n["params"]["approval"]
+            for n in world.notifications("approval/updated")
+            if n["params"]["approval"]["approvalId"] == approval["approvalId"]
+        ]
+        assert announced, "the new approval was never announced to the client"
+        assert announced[-1] == approval, (
+            f"the announced approval differs from the one read back: {announced[-1]} {approval}"
+        )
+
+
+@then("the approval is recorded the same way in storage")
+@verifies("R3.1")
+def recorded_in_storage(world: World) -> None:
+    read_back(world)
+
+
+@then("the approval and the session are unchanged")
+@verifies("R4.6")
+def nothing_changed(world: World) -> None:
+    approval = read_back(world)
+    created = _created(world)
+    changed = {k: (created[k], approval[k]) for k in created if approval[k] != created[k]}
+    assert not changed, f"the approval changed: {changed}"
+    session = read_session(world)
+    assert session["mode"] == "plan", f"the session left Plan: {session['mode']}"
+    before = world.sessions["main"]["permissionMode"]
+    assert session["permissionMode"] == before, f"permission mode changed to {session}"
+    assert session["pendingApprovalId"] == approval["approvalId"], session
+    assert session["activeExecutionId"] is None, session
+    row = stored_session(world)
+    assert row["mode"] == "plan", f"storage shows the session in {row['mode']}"
+    assert row["permission_mode"] == before, f"storage shows the session with {row}"
+
+
+@then("the approval is unchanged")
+@verifies("R4.4")
+def approval_unchanged(world: World) -> None:
+    before = need(world.plan.before_action, "approval read before the action")
+    approval = read_back(world)
+    changed = {
+        k: (before.approval[k], approval[k]) for k in approval if approval[k] != before.approval[k]
+    }
+    assert not changed, f"the approval changed (before, after): {changed}"
+    row = stored_approval(world, approval["approvalId"])
+    assert row == before.row, f"the stored approval changed from {before.row} to {row}"
+
+
+@then("the session is unchanged")
+@verifies("R4.4")
+def session_unchanged(world: World) -> None:
+    before = need(world.plan.before_action, "session read before the action")
+    session = read_session(world)
+    fields = ("mode", "permissionMode", "pendingApprovalId", "activeExecutionId")
+    changed = {
+        k: (before.session[k], session[k]) for k in fields if session[k] != before.session[k]
+    }
+    assert not changed, f"the session changed (before, after): {changed}"
+    row = stored_session(world)
+    for column in ("mode", "permission_mode"):
+        assert row[column] == before.session_row[column], f"the stored session changed: {row}"
+
+
+@then("the approval selects no permission mode and no execution")
+@verifies("R3.6")
+def approval_without_mode(world: World) -> None:
+    approval = read_approval(world)
+    mode = approval["permissionMode"]
+    assert mode is None, f"the approval selects permission mode {mode}: {approval}"
+    assert approval["executionId"] is None and approval["executionState"] is None, approval
+    read_back(world)
+
+
+@then(parsers.parse("the approval records permission mode {mode} and an execution"))
+@verifies("R4.6")
+def approval_records_execution(world: World, mode: str) -> None:
+    approval = read_back(world)
+    assert approval["status"] == "approved", f"the approval is {approval['status']}"
+    assert approval["permissionMode"] == mode, f"the approval records {approval['permissionMode']}"
+    assert approval["executionId"], f"the approval records no execution: {approval}"
+    state = approval["executionState"]
+    assert state in ("queued", "running", "completed"), f"the execution is {state}"
+    session = read_session(world)
+    if session["activeExecutionId"] != approval["executionId"]:
+        # The execution may have ended since: then it must say so.
+        ended = read_back(world)["executionState"]
+        assert ended in ("completed", "interrupted"), (
+            f"the execution is {ended}, yet the session shows active execution "
+            f"{session['activeExecutionId']}"
+        )
+
+
+@then("the approval was decided at the moment of the decision")
+@verifies("R4.4")
+def decided_now(world: World) -> None:
+    approval = read_back(world)
+    # The host clock moves only when the harness moves it: when the decision was sent by a
+    # step that did not note the time, the clock still reads what it read then.
+    expected = world.plan.clock_at_decision or clock_now(world)
+    assert approval["decidedAt"] == expected, (
+        f"decidedAt is {approval['decidedAt']}, but the host clock read {expected} when the "
+        "user decided"
+    )
+    assert approval["decidedAt"] != approval["createdAt"], "decidedAt repeats createdAt"
+
+
+@then("the approval answers with the approved plan and the session")
+@verifies("R7.2")
+def approve_answer(world: World) -> None:
+    result = world.outcome.require_result()
+    answered = result["approval"]
+    assert answered["status"] == "approved", f"the approve response shows {answered['status']}"
+    assert answered["executionId"], f"the approve response shows no execution: {answered}"
+    with blame("R4.6"):
+        assert answered["executionState"] == "queued", (
+            f"the approve response shows the execution {answered['executionState']}, not queued"
+        )
+    approval = read_back(world)
+    for field in ("approvalId", "executionId", "permissionMode", "decidedAt", "createdAt"):
+        assert answered[field] == approval[field], (
+            f"the approve response shows {field} {answered[field]!r}, the host then reports "
+            f"{approval[field]!r}"
+        )
+    with blame("C4"):
+        session = result["session"]
+        assert session["mode"] == "agent", f"the approve response shows the session {session}"
+        assert session["permissionMode"] == answered["permissionMode"], (
+            f"the approve response shows the session with permission mode "
+            f"{session['permissionMode']}"
+        )
+        announced = world.wait_for(
+            "session/updated",
+            lambda p: (
+                p["session"]["sessionId"] == session_id(world) and p["session"]["mode"] == "agent"
+            ),
+            since=world.cursors.approve,
+        )
+        assert announced["session"]["permissionMode"] == answered["permissionMode"], announced
+
+
+@then("the rejection answers with the rejected plan")
+@verifies("R7.2")
+def reject_answer(world: World) -> None:
+    answered = world.outcome.require_result()["approval"]
+    assert answered["status"] == "rejected", f"the reject response shows {answered['status']}"
+    approval = read_back(world)
+    assert answered == approval, f"the reject response {answered} differs from {approval}"
+
+
+# -- checks: the deadline -----------------------------------------------------------------
+
+
+@then("the approval was created when the model submitted the plan")
+@verifies("R3.9")
+def created_at_submission(world: World) -> None:
+    approval = _created(world)
+    started = need(world.plan.clock_at_turn_start, "clock at the start of the Plan turn")
+    submitted = need(world.plan.clock_at_creation, "clock at creation")
+    assert approval["createdAt"] == submitted, (
+        f"createdAt is {approval['createdAt']}, but the host clock read {submitted} when the "
+        f"model submitted the plan (the Plan turn started at {started})"
+    )
+    row = stored_approval(world, approval["approvalId"])
+    assert row["created_at"] == submitted, f"stored created_at is {row['created_at']}"
 
 
 @then("the approval expires 30 minutes after the host created it")
+@verifies("R3.9")
 def expires_in_30(world: World) -> None:
     approval = _created(world)
     clock = world.plan.clock_at_creation
@@ -180,45 +608,141 @@ def expires_in_30(world: World) -> None:
     )
     delta = approval["expiresAt"] - approval["createdAt"]
     assert delta == APPROVAL_TTL_MS, f"the deadline is {delta} ms after creation"
-    rows = world.storage().rows("plan_approvals", "id = ?", (approval["approvalId"],))
-    assert rows[0]["expires_at"] == approval["expiresAt"], rows
+    row = stored_approval(world, approval["approvalId"])
+    assert row["expires_at"] == approval["expiresAt"], f"stored expires_at {row['expires_at']}"
+    assert row["created_at"] == approval["createdAt"], f"stored created_at {row['created_at']}"
 
 
 @then("the deadline is unchanged")
+@verifies("R3.10", "R3.12")
 def deadline_unchanged(world: World) -> None:
     first = _created(world)["expiresAt"]
-    now = (world.plan.reloaded or latest_approval(world))["expiresAt"]
-    assert now == first, f"the deadline moved from {first} to {now}"
-    row = world.storage().rows(
-        "plan_approvals",
-        "id = ?",
-        (_created(world)["approvalId"],),
+    seen = world.plan.reloaded or read_approval(world)
+    assert seen["expiresAt"] == first, f"the deadline moved from {first} to {seen['expiresAt']}"
+    row = stored_approval(world, _created(world)["approvalId"])
+    assert row["expires_at"] == first, f"the stored deadline moved to {row['expires_at']}"
+
+
+def _announced_expiry(world: World, approval_id: str) -> dict[str, Any] | None:
+    for note in world.notifications("approval/updated"):
+        approval: dict[str, Any] = note["params"]["approval"]
+        if approval["approvalId"] == approval_id and approval["status"] == "expired":
+            return approval
+    return None
+
+
+def _await_expiry(world: World) -> dict[str, Any]:
+    """The approval/updated that announced the expiry, waiting for it if need be; no read
+    of the approval is made, so only a host that expires it by itself passes."""
+    approval_id = _created(world)["approvalId"]
+    found = _announced_expiry(world, approval_id)
+    if found is None:
+        try:
+            found = world.wait_for(
+                "approval/updated",
+                lambda p: (
+                    p["approval"]["approvalId"] == approval_id
+                    and p["approval"]["status"] == "expired"
+                ),
+            )["approval"]
+        except TimeoutError:
+            found = None
+    row = stored_approval(world, approval_id)
+    assert found is not None, (
+        "the deadline passed but no expiry was announced: the host did not expire the "
+        f"approval by itself (storage shows it {row['status']})"
     )
-    assert row[0]["expires_at"] == first, f"the stored deadline moved to {row[0]['expires_at']}"
+    assert row["status"] == "expired", (
+        f"the expiry was announced but storage still shows the approval {row['status']}"
+    )
+    return found
+
+
+@then("the host announced the expiry on its own")
+@verifies("R3.11")
+def expiry_announced(world: World) -> None:
+    announced = _await_expiry(world)
+    assert announced["statusCode"] == TIMEOUT_CODE, f"the expiry was announced with {announced}"
 
 
 @then("the approval expired with PLAN_APPROVAL_TIMEOUT")
+@verifies("R3.11")
 def expired_with_timeout(world: World) -> None:
+    announced = _await_expiry(world)
+    approval = read_back(world)
+    assert approval["status"] == "expired", f"the approval is {approval['status']}"
+    assert approval["statusCode"] == TIMEOUT_CODE, f"the expiry is recorded as {approval}"
+    assert announced["statusCode"] == TIMEOUT_CODE, f"the expiry was announced as {announced}"
+    with blame("R3.8"):
+        assert approval["permissionMode"] is None and approval["executionId"] is None, approval
+    session = read_session(world)
+    assert session["pendingApprovalId"] is None, f"the session still waits: {session}"
+
+
+@then("the plan still expires at its original deadline")
+@verifies("R3.10", "R3.12")
+def still_expires(world: World) -> None:
+    deadline = _created(world)["expiresAt"]
+    world.cursors.approve = world.mark()
+    world.rpc.request("conformance/clock/set", {"now": deadline})
     approval_id = _created(world)["approvalId"]
-    notes = [
-        n["params"]["approval"]
-        for n in world.notifications("approval/updated")
-        if n["params"]["approval"]["approvalId"] == approval_id
-    ]
-    assert notes and notes[-1]["status"] == "expired", f"no expiry was announced: {notes}"
-    assert notes[-1]["statusCode"] == "PLAN_APPROVAL_TIMEOUT", notes[-1]
-    row = world.storage().rows("plan_approvals", "id = ?", (approval_id,))[0]
-    assert row["status"] == "expired" and row["status_code"] == "PLAN_APPROVAL_TIMEOUT", row
-    assert row["permission_mode"] is None and row["execution_id"] is None, row
+    row = stored_approval(world, approval_id)
+    announced = _announced_expiry(world, approval_id)
+    if announced is None:
+        try:
+            world.wait_for(
+                "approval/updated",
+                lambda p: (
+                    p["approval"]["approvalId"] == approval_id
+                    and p["approval"]["status"] == "expired"
+                ),
+                since=world.cursors.approve,
+            )
+        except TimeoutError:
+            row = stored_approval(world, approval_id)
+            raise AssertionError(
+                f"at the original deadline {deadline} the plan did not expire: it was extended "
+                f"(storage shows it {row['status']}, expiring at {row['expires_at']})"
+            ) from None
+        row = stored_approval(world, approval_id)
+    assert row["status"] == "expired", f"at the original deadline storage shows {row}"
+
+
+# -- checks: executions and the provider --------------------------------------------------
+
+
+def _settle(world: World) -> None:
+    """A round trip: the host has handled everything sent before (the decision's answer
+    came back already; this orders a read after any work it started synchronously)."""
+    world.rpc.request("session/get", {"sessionId": session_id(world)})
 
 
 @then("no execution was started")
+@verifies("R3.8")
 def no_execution(world: World) -> None:
-    for row in world.storage().rows("plan_approvals"):
-        assert row["execution_id"] is None and row["execution_state"] is None, row
-    assert not world.notifications("execution/updated"), "an execution was announced"
-    kinds = [n["params"]["kind"] for n in world.notifications("turn/started")]
-    assert "execution" not in kinds, kinds
+    _settle(world)
+    before = world.plan.before_action
+    since = before.notifications if before else world.cursors.approve
+    requests = before.provider_requests if before else world.cursors.provider_approve
+    known = {before.row["execution_id"]} - {None} if before else set()
+    stored = {
+        r["execution_id"] for r in world.storage().rows("plan_approvals") if r["execution_id"]
+    }
+    assert stored <= known, f"storage records executions {sorted(stored - known)}"
+    announced = world.notifications("execution/updated", since)
+    assert not announced, f"an execution was announced: {announced}"
+    kinds = [n["params"]["kind"] for n in world.notifications("turn/started", since)]
+    assert "execution" not in kinds, f"turns were started: {kinds}"
+    made = len(world.provider.requests()) - requests
+    assert made == 0, f"the model was asked {made} time(s) although nothing was approved"
+    session = read_session(world)
+    assert session["activeExecutionId"] in known | {None}, session
+
+
+@then(parsers.parse("the session switched to Agent mode with permission mode {permission}"))
+@verifies("R4.6")
+def session_switched(world: World, permission: str) -> None:
+    session_mode_and_permission(world, "Agent", permission)
 
 
 @then(parsers.parse("the session is in {mode} mode with permission mode {permission}"))
@@ -229,74 +753,24 @@ def session_mode_and_permission(world: World, mode: str, permission: str) -> Non
     assert session["permissionMode"] == permission, (
         f"permission mode is {session['permissionMode']}"
     )
-    row = world.storage().rows("sessions", "id = ?", (session_id(world),))[0]
-    assert row["mode"] == expected and row["permission_mode"] == permission, row
+    row = stored_session(world)
+    assert row["mode"] == expected and row["permission_mode"] == permission, (
+        f"storage shows the session in {row['mode']} with permission mode {row['permission_mode']}"
+    )
 
 
 @then("the session's permission mode is unchanged")
+@verifies("R3.6")
 def permission_unchanged(world: World) -> None:
     before = world.sessions["main"]["permissionMode"]
     found = read_session(world)["permissionMode"]
     assert found == before, f"the session's permission mode changed from {before} to {found}"
-    row = world.storage().rows("sessions", "id = ?", (session_id(world),))[0]
+    row = stored_session(world)
     assert row["permission_mode"] == before, f"storage shows the session with {row}"
 
 
-@then("the approval selects no permission mode and no execution")
-def approval_without_mode(world: World) -> None:
-    approval = latest_approval(world)
-    mode = approval["permissionMode"]
-    assert mode is None, f"the approval selects permission mode {mode}: {approval}"
-    assert approval["executionId"] is None and approval["executionState"] is None, approval
-    row = world.storage().rows("plan_approvals", "id = ?", (approval["approvalId"],))[0]
-    assert row["permission_mode"] is None, f"the stored approval selects a mode: {row}"
-    assert row["execution_id"] is None and row["execution_state"] is None, row
-
-
-@then(parsers.parse("the approval records permission mode {mode} and an execution"))
-def approval_records_execution(world: World, mode: str) -> None:
-    approval = latest_approval(world)
-    assert approval["status"] == "approved" and approval["permissionMode"] == mode, approval
-    assert approval["executionId"], approval
-    row = world.storage().rows("plan_approvals", "id = ?", (approval["approvalId"],))[0]
-    assert row["status"] == "approved" and row["permission_mode"] == mode, row
-    assert row["execution_id"] == approval["executionId"], row
-    assert row["execution_state"] in ("queued", "running", "completed"), row
-
-
-@then("the execution runs to completion")
-def execution_completes(world: World) -> None:
-    world.outcome.require_result()
-    mark = world.cursors.approve
-    done = world.wait_for(
-        "execution/updated", lambda p: p["executionState"] == "completed", since=mark
-    )
-    states = [
-        n["params"]["executionState"]
-        for n in world.notifications("execution/updated", mark)
-        if n["params"]["executionId"] == done["executionId"]
-    ]
-    assert states == ["queued", "running", "completed"], f"execution went through {states}"
-    row = world.storage().rows("plan_approvals", "execution_id = ?", (done["executionId"],))[0]
-    assert row["execution_state"] == "completed", row
-
-
-@then("the same agent runs the approved plan")
-def same_agent_runs_plan(world: World) -> None:
-    mark = world.cursors.approve
-    started = world.wait_for("turn/started", lambda p: p["kind"] == "execution", since=mark)
-    assert started["sessionId"] == session_id(world), started
-    assert started["approvalId"] == _approval_ref(world)["approvalId"], started
-    requests = world.provider.wait_for_requests(world.cursors.provider_approve + 1)
-    first = requests[world.cursors.provider_approve]
-    approval = latest_approval(world)
-    text = "\n".join(str(m.get("content")) for m in first.messages if m.get("role") == "user")
-    markdown = world.plan.submitted[-1].markdown
-    assert approval["artifact"]["path"] in text, "the model was not told the artifact path"
-    assert markdown.strip() in text, "the model was not given the plan's content"
-
-
 @then("exactly one of the two approvals succeeded")
+@verifies("R4.4")
 def one_of_two(world: World) -> None:
     responses = world.plan.concurrent_responses
     succeeded = [r for r in responses if "result" in r]
@@ -304,26 +778,86 @@ def one_of_two(world: World) -> None:
     assert len(succeeded) == 1, f"{len(succeeded)} approvals succeeded: {responses}"
     code = failed[0]["error"]["data"]["code"]
     assert code == "APPROVAL_NOT_PENDING", f"the second approval failed with {code}"
-    executions = {
-        r["execution_id"] for r in world.storage().rows("plan_approvals") if r["execution_id"]
+    world.outcome = Outcome(result=succeeded[0]["result"])
+    world.plan.approved = succeeded[0]["result"]
+
+
+@then("exactly one execution ran")
+@verifies("R4.9")
+def one_execution(world: World) -> None:
+    approval = need(world.plan.approved, "approve result")["approval"]
+    execution_id = approval["executionId"]
+    world.wait_for(
+        "execution/updated",
+        lambda p: p["executionId"] == execution_id and p["executionState"] == "completed",
+        since=world.cursors.approve,
+    )
+    _settle(world)
+    announced = {
+        n["params"]["executionId"]
+        for n in world.notifications("execution/updated", world.cursors.approve)
     }
-    assert len(executions) == 1, f"executions stored: {executions}"
+    assert announced == {execution_id}, f"executions announced: {sorted(announced)}"
+    turns = [
+        n["params"]
+        for n in world.notifications("turn/started", world.cursors.approve)
+        if n["params"]["kind"] == "execution"
+    ]
+    assert len(turns) == 1, f"{len(turns)} execution turns started: {turns}"
+    stored = [r for r in world.storage().rows("plan_approvals") if r["execution_id"]]
+    assert [r["execution_id"] for r in stored] == [execution_id], f"storage records {stored}"
+    runs = world.storage().rows("turns", "kind = 'execution'")
+    assert len(runs) == 1, f"storage records {len(runs)} execution turns"
 
 
-@then("the approval and the session are unchanged")
-def nothing_changed(world: World) -> None:
-    approval = latest_approval(world)
-    assert approval["status"] == "pending", approval
+@then(parsers.parse('only the plan titled "{title}" is awaiting approval'))
+@verifies("R4.8")
+def only_one_pending(world: World, title: str) -> None:
+    _settle(world)
+    approvals = world.rpc.request("approval/list", {"sessionId": session_id(world)})["approvals"]
+    pending = [a for a in approvals if a["status"] == "pending"]
+    assert [a["title"] for a in pending] == [title], f"pending approvals: {pending}"
+    rows = world.storage().rows("plan_approvals", "status = 'pending'")
+    assert [r["title"] for r in rows] == [title], f"storage holds pending approvals {rows}"
+    session = read_session(world)
+    assert session["pendingApprovalId"] == pending[0]["approvalId"], session
+
+
+@then(parsers.parse('the plan titled "{title}" is still awaiting approval'))
+@verifies("R3.8")
+def still_pending(world: World, title: str) -> None:
+    approvals = world.rpc.request("approval/list", {"sessionId": session_id(world)})["approvals"]
+    found = [a for a in approvals if a["title"] == title]
+    assert len(found) == 1, f"approvals titled {title!r}: {found}"
+    approval = read_back(world, found[0]["approvalId"])
+    assert approval["status"] == "pending", f"the plan titled {title!r} is {approval['status']}"
     assert approval["executionId"] is None and approval["permissionMode"] is None, approval
     session = read_session(world)
-    assert session["mode"] == "plan", f"the session left Plan: {session['mode']}"
-    assert session["permissionMode"] == world.sessions["main"]["permissionMode"], session
-    row = world.storage().rows("sessions", "id = ?", (session_id(world),))[0]
-    assert row["mode"] == "plan", f"storage shows the session in {row['mode']}"
+    assert session["mode"] == "plan", f"the session is in {session['mode']} mode"
+    assert session["pendingApprovalId"] == approval["approvalId"], session
+
+
+@then(parsers.parse("the plan can still be approved with permission mode {mode}"))
+@verifies("R4.6")
+def can_still_approve(world: World, mode: str) -> None:
+    outcome = approve(world, mode)
+    outcome.require_result()
+    approval = read_back(world)
+    assert approval["status"] == "approved" and approval["permissionMode"] == mode, approval
+    world.wait_for(
+        "execution/updated",
+        lambda p: (
+            p["executionId"] == approval["executionId"]
+            and p["executionState"] in ("completed", "interrupted")
+        ),
+        since=world.cursors.approve,
+    )
 
 
 @then(parsers.parse("the model received no new request"))
+@verifies("R3.8")
 def no_new_request(world: World) -> None:
-    before = max(world.cursors.provider_approve, world.cursors.provider_turn)
-    after = world.provider.requests()
-    assert len(after) == before, f"the model was called {len(after) - before} more time(s)"
+    _settle(world)
+    before = need(world.plan.before_action, "read back before the action").provider_requests
+    made = len(world.provider.requests()) - before
+    assert made == 0, f"the model was called {made} more time(s)"

@@ -1,30 +1,59 @@
-"""Steps about active turns, permission questions, cancellation and isolation (§3, §5)."""
+"""Steps about active turns, permission questions, cancellation and isolation (§3, §5).
+
+Which session a turn belongs to is taken from what the harness did (the session it
+prompted), never from the host's own ``turn/started``. Negative checks ("the turn is still
+running", "nothing reached the other session") run after a settle point: the answer to the
+refused request, or the ``turn/ended`` of the turn that did finish.
+"""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from pytest_bdd import given, parsers, then, when
 
-from conformance.mock_provider import StallReply, TextReply
-from conformance.steps.sessions import MODES, _create, session_id
+from conformance.blame import verifies
+from conformance.capabilities import require_fault_point
+from conformance.mock_provider import ScriptedToolCall, StallReply, TextReply, ToolCallsReply
+from conformance.steps.plan import snapshot
+from conformance.steps.sessions import (
+    MODES,
+    _create,
+    new_setting,
+    prompt,
+    read_session,
+    remember_configuration,
+    session_id,
+    stored_session,
+    wait_turn_end,
+)
 from conformance.world import World, need
+
+OTHER = "other"
+
+
+# -- turns --------------------------------------------------------------------------------
 
 
 @given("the model takes its time to answer")
+@given("the model takes its time to carry out the plan")
 def model_stalls(world: World) -> None:
     world.provider.enqueue(StallReply())
+
+
+def _started(world: World, alias: str, text: str) -> str:
+    """Prompt ``alias`` and wait until its turn has reached the model."""
+    before = len(world.provider.requests())
+    turn_id = prompt(world, text, alias)
+    world.provider.wait_for_requests(before + 1, timeout=world.timeout)
+    return turn_id
 
 
 @given("the user started a turn")
 @when("the user starts a turn")
 def start_turn(world: World) -> None:
-    world.provider.set_fallback(TextReply("Done."))
-    before = len(world.provider.requests())
-    world.cursors.turn = world.mark()
-    turn = world.rpc.request("session/prompt", {"sessionId": session_id(world), "text": "Go."})
-    world.active_turn = turn["turnId"]
-    world.provider.wait_for_requests(before + 1, timeout=world.timeout)
+    world.active_turn = _started(world, "main", "Go.")
 
 
 @when("the user tries to send another prompt")
@@ -34,22 +63,26 @@ def try_prompt(world: World) -> None:
 
 @when(parsers.parse("the user tries to switch the session to {mode} mode"))
 def try_switch(world: World, mode: str) -> None:
+    remember_configuration(world)
     world.attempt("session/configure", {"sessionId": session_id(world), "mode": MODES[mode]})
 
 
+@when("the user tries to plan again")
+def try_plan_again(world: World) -> None:
+    remember_configuration(world)
+    world.attempt("session/configure", {"sessionId": session_id(world), "mode": "plan"})
+
+
+@given(parsers.parse("the user tried to change the {setting}"))
 @when(parsers.parse("the user tries to change the {setting}"))
 def try_configure(world: World, setting: str) -> None:
-    options: dict[str, dict[str, Any]] = {
-        "permission mode": {"permissionMode": "auto"},
-        "model": {"provider": {"baseUrl": world.provider.base_url, "model": "another-model"}},
-        "provider": {"provider": {"baseUrl": "http://127.0.0.1:9/v1", "model": "mock-model"}},
-        "shell": {"shellId": "sh"},
-    }
-    changes = options[setting]
+    changes = new_setting(world, setting)
+    remember_configuration(world)
     world.attempt("session/configure", {"sessionId": session_id(world), **changes})
 
 
 @when("the user cancels the turn")
+@given("the user cancelled the turn")
 def cancel_turn(world: World) -> None:
     world.attempt("session/cancel", {"sessionId": session_id(world)})
 
@@ -59,25 +92,143 @@ def try_cancel(world: World) -> None:
     world.attempt("session/cancel", {"sessionId": session_id(world)})
 
 
-@then("the turn ended as cancelled")
-def turn_cancelled(world: World) -> None:
-    turn_id = world.active_turn
-    ended = world.wait_for("turn/ended", lambda p: p["turnId"] == turn_id)
-    assert ended["outcome"] == "cancelled", f"the turn ended {ended['outcome']}"
+def _stored_turn(world: World, turn_id: str) -> dict[str, Any]:
     rows = world.storage().rows("turns", "id = ?", (turn_id,))
-    assert rows and rows[0]["state"] == "cancelled", f"stored turn: {rows}"
+    assert len(rows) == 1, f"found {len(rows)} stored turns with the id {turn_id}"
+    return rows[0]
+
+
+def _ended_as(world: World, turn_id: str, outcome: str) -> None:
+    ended = wait_turn_end(world, turn_id)
+    assert ended["outcome"] == outcome, f"the turn ended {ended['outcome']}, not {outcome}"
+    stored = _stored_turn(world, turn_id)
+    assert stored["state"] == outcome, f"the turn is stored as {stored['state']}, not {outcome}"
+
+
+@then("the turn ended as cancelled")
+@given("the turn ended as cancelled")
+def turn_cancelled(world: World) -> None:
+    _ended_as(world, need(world.active_turn, "started turn"), "cancelled")
 
 
 @then("the turn ends")
 def turn_ends(world: World) -> None:
-    turn_id = world.active_turn
-    world.wait_for("turn/ended", lambda p: p["turnId"] == turn_id)
+    wait_turn_end(world, need(world.active_turn, "started turn"))
+
+
+@when("the model answers and the turn ends")
+def model_answers(world: World) -> None:
+    world.provider.release_stalls()
+    _ended_as(world, need(world.active_turn, "started turn"), "completed")
+
+
+def _still_running(world: World, alias: str, turn_id: str) -> None:
+    session = read_session(world, alias)
+    assert session["activeTurnId"] == turn_id, (
+        f"the turn {turn_id} is no longer the session's active turn: {session}"
+    )
+    stored = _stored_turn(world, turn_id)
+    assert stored["state"] == "active", f"the running turn is stored as {stored['state']}"
+    ended = [n for n in world.notifications("turn/ended") if n["params"]["turnId"] == turn_id]
+    assert not ended, f"the turn ended: {ended[0]['params']}"
 
 
 @then("the turn is still running")
 def still_running(world: World) -> None:
-    session = world.rpc.request("session/get", {"sessionId": session_id(world)})["session"]
-    assert session["activeTurnId"] == world.active_turn, session
+    _still_running(world, "main", need(world.active_turn, "started turn"))
+
+
+@then("once the model answers, the turn completes as the only turn of the session")
+def only_turn(world: World) -> None:
+    turn_id = need(world.active_turn, "started turn")
+    mark = world.boundary.provider_mark
+    world.provider.release_stalls()
+    _ended_as(world, turn_id, "completed")
+    turns = world.storage().rows("turns", "session_id = ?", (session_id(world),))
+    assert [t["id"] for t in turns] == [turn_id], f"the session has the turns {turns}"
+    asked = world.provider.requests()[mark:]
+    assert len(asked) == 1, f"the model was asked {len(asked)} times during the one turn"
+
+
+@then("the host answers that no turn was running")
+@verifies("R5.1")
+def nothing_cancelled(world: World) -> None:
+    result = world.outcome.require_result()
+    assert result.get("turnId") is None, f"the host says it cancelled the turn {result}"
+
+
+@then("the session takes a new prompt")
+def takes_new_prompt(world: World) -> None:
+    world.provider.enqueue(TextReply("Ready again."))
+    since = world.mark()
+    turn_id = prompt(world, "Start over.")
+    ended = wait_turn_end(world, turn_id, since)
+    assert ended["outcome"] == "completed", f"the new turn ended {ended}"
+
+
+@then("no plan awaits approval")
+def no_plan(world: World) -> None:
+    approvals = world.rpc.request("approval/list", {"sessionId": session_id(world)})["approvals"]
+    assert approvals == [], f"the host lists approvals: {approvals}"
+    rows = world.storage().rows("plan_approvals", "session_id = ?", (session_id(world),))
+    assert rows == [], f"plan_approvals holds {rows}"
+    folder = world.workspace / ".pi" / "plan"
+    artifacts = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    assert artifacts == [], f"the plan folder holds {artifacts}"
+
+
+@then("the plan still awaits the user's decision")
+def plan_still_pending(world: World) -> None:
+    approval = need(world.plan.approval, "approval")
+    approval_id = approval["approvalId"]
+    found = world.rpc.request(
+        "approval/get", {"sessionId": session_id(world), "approvalId": approval_id}
+    )["approval"]
+    assert found["status"] == "pending", f"the approval is {found['status']}"
+    session = read_session(world)
+    assert session["pendingApprovalId"] == approval_id, session
+    assert session["activeTurnId"] is None and session["activeExecutionId"] is None, session
+    assert session["mode"] == "plan", f"the session is in {session['mode']} mode"
+    rows = world.storage().rows("plan_approvals", "id = ?", (approval_id,))
+    assert len(rows) == 1, f"found {len(rows)} stored approvals with the id {approval_id}"
+    row = rows[0]
+    assert row["status"] == "pending", f"the approval is stored as {row['status']}"
+    assert row["permission_mode"] is None and row["execution_id"] is None, row
+
+
+# -- executions ---------------------------------------------------------------------------
+
+
+@given("the plan was approved and waits to start")
+def approved_and_waiting(world: World) -> None:
+    require_fault_point(world, "holdExecution")
+    world.rpc.request("conformance/fault/arm", {"fault": "holdExecution"})
+    approval = need(world.plan.approval, "approval")
+    world.cursors.approve = world.mark()
+    world.cursors.provider_approve = len(world.provider.requests())
+    world.rpc.request(
+        "approval/approve",
+        {
+            "sessionId": session_id(world),
+            "approvalId": approval["approvalId"],
+            "permissionMode": "ask",
+        },
+    )
+
+
+@then("the approved plan is still being carried out")
+def execution_goes_on(world: World) -> None:
+    world.provider.wait_for_requests(world.cursors.provider_approve + 1, timeout=world.timeout)
+    session = read_session(world)
+    execution = session["activeExecutionId"]
+    assert execution is not None, f"the session has no active execution: {session}"
+    approval = need(world.plan.approval, "approval")
+    found = world.rpc.request(
+        "approval/get", {"sessionId": session_id(world), "approvalId": approval["approvalId"]}
+    )["approval"]
+    assert found["executionState"] in ("queued", "running"), found
+    row = world.storage().rows("plan_approvals", "id = ?", (approval["approvalId"],))[0]
+    assert row["execution_state"] in ("queued", "running"), row
 
 
 # -- permission questions -----------------------------------------------------------------
@@ -144,49 +295,270 @@ def no_file(world: World, path: str) -> None:
     assert not (world.workspace / path).exists(), f"{path} exists"
 
 
-# -- isolation ----------------------------------------------------------------------------
+# -- isolation: two projects ----------------------------------------------------------------
 
 
-@given(parsers.parse('a second session for another project with a file "{name}"'))
-def second_session(world: World, name: str) -> None:
-    other = world.workspace.parent / "other-project"
+@given("a second session for another project that keeps a secret")
+def second_session(world: World) -> None:
+    # A sibling whose name extends the project's: a containment check that compares path
+    # prefixes as text would take it for part of the project.
+    other = world.workspace.parent / f"{world.workspace.name}-other"
     other.mkdir(exist_ok=True)
-    (other / name).write_text("secret of the other project\n", encoding="utf-8")
+    secret = f"secret-{uuid.uuid4().hex}"
+    (other / "secret.txt").write_text(f"The other project's secret is {secret}.\n", "utf-8")
     world.arranged.other_project = other
-    _create(world, "other", workspaceRoot=str(other)).require_result()
+    world.arranged.other_secret = secret
+    world.arranged.other_project_before = snapshot(other)
+    _create(world, OTHER, workspaceRoot=str(other)).require_result()
 
 
-@given(parsers.parse('the model will read "{path}" from the other project'))
-def read_other(world: World, path: str) -> None:
-    from conformance.mock_provider import ScriptedToolCall, ToolCallsReply
-
-    other = need(world.arranged.other_project, "second project")
-    world.provider.enqueue(ToolCallsReply((ScriptedToolCall("Read", {"path": str(other / path)}),)))
+@given("the second session is busy with a turn of its own")
+def other_busy(world: World) -> None:
+    world.provider.enqueue(StallReply())
+    _started(world, OTHER, "Take your time with the other project.")
 
 
-@when("the user approves the plan through the second session")
-def approve_through_other(world: World) -> None:
-    approval = need(world.plan.approval, "approval")
-    world.attempt(
-        "approval/approve",
-        {
-            "sessionId": session_id(world, "other"),
-            "approvalId": approval["approvalId"],
-            "permissionMode": "ask",
-        },
+def _path_into_other(world: World, how: str, name: str) -> str:
+    other = need(world.arranged.other_project, "other project")
+    if how == "by its absolute path":
+        return str(other / name)
+    if how == "by a path climbing out of the project":
+        return f"../{other.name}/{name}"
+    if how == "through a link inside the project":
+        link = world.workspace / "shortcut"
+        if not link.is_symlink():
+            link.symlink_to(other, target_is_directory=True)
+        return f"shortcut/{name}"
+    raise AssertionError(f"no way into the other project called {how!r}")
+
+
+@given(parsers.parse("the model will read the other project's secret {how}"))
+def model_reads_other(world: World, how: str) -> None:
+    path = _path_into_other(world, how, "secret.txt")
+    world.provider.enqueue(
+        ToolCallsReply((ScriptedToolCall("Read", {"path": path}),)),
+        TextReply("I could not read that file."),
     )
 
 
-@then("every notification about a turn names the session that owns it")
-def scoped_notifications(world: World) -> None:
-    owners = {
-        n["params"]["turnId"]: n["params"]["sessionId"] for n in world.notifications("turn/started")
+@given("the session acts without asking first")
+def acts_without_asking(world: World) -> None:
+    world.rpc.request(
+        "session/configure", {"sessionId": session_id(world), "permissionMode": "auto"}
+    )
+
+
+@given(parsers.parse("the model will write a file into the other project {how}"))
+def model_writes_other(world: World, how: str) -> None:
+    path = _path_into_other(world, how, "injected.txt")
+    world.provider.enqueue(
+        ToolCallsReply(
+            (ScriptedToolCall("Write", {"path": path, "content": "from the first session\n"}),)
+        ),
+        TextReply("I could not write there."),
+    )
+
+
+def _results_of(world: World, tool: str) -> list[dict[str, Any]]:
+    turn_id = world.boundary.turn_of.get("main")
+    return [
+        n["params"]
+        for n in world.notifications("turn/toolResult")
+        if n["params"]["tool"] == tool and n["params"]["turnId"] == turn_id
+    ]
+
+
+def _did_not_succeed(world: World, tool: str) -> None:
+    results = _results_of(world, tool)
+    assert len(results) == 1, f"expected one result of the {tool} call, got {results}"
+    assert results[0]["status"] != "ok", f"the {tool} into the other project ran: {results[0]}"
+
+
+@then("the read did not succeed")
+@verifies("R5.8")
+def read_refused(world: World) -> None:
+    _did_not_succeed(world, "Read")
+
+
+@then("the write did not succeed")
+@verifies("R5.8")
+def write_refused(world: World) -> None:
+    _did_not_succeed(world, "Write")
+
+
+@then("the other project's secret reached neither the model nor any message from the host")
+@verifies("R5.8")
+def secret_kept(world: World) -> None:
+    secret = need(world.arranged.other_secret, "other project's secret")
+    told = [r for r in world.provider.requests() if secret.encode() in r.raw_body]
+    assert not told, f"the model was shown the other project's file: {told[0].raw_body[:300]!r}"
+    sent = [
+        line.text
+        for line, _ in world.transcript()
+        if line.direction == "host-to-client" and secret in line.text
+    ]
+    assert not sent, f"the host sent the other project's file: {sent[0][:300]}"
+
+
+@then("nothing in the other project changed")
+@verifies("R5.8")
+def other_unchanged(world: World) -> None:
+    other = need(world.arranged.other_project, "other project")
+    now = snapshot(other)
+    before = world.arranged.other_project_before
+    assert now == before, f"the other project changed: before {sorted(before)}, now {sorted(now)}"
+
+
+@then("the second session's turn is still running")
+def other_still_running(world: World) -> None:
+    _still_running(world, OTHER, world.boundary.turn_of[OTHER])
+
+
+# -- isolation: events and actions ----------------------------------------------------------
+
+ANSWERS = {"main": "The first project's answer.", OTHER: "The second project's answer."}
+
+
+@given("the model will answer each session in its own words, slowly")
+def answers_per_session(world: World) -> None:
+    world.provider.enqueue(StallReply(suffix=ANSWERS["main"]), StallReply(suffix=ANSWERS[OTHER]))
+
+
+@given("both sessions are busy with a turn")
+def both_busy(world: World) -> None:
+    world.provider.enqueue(StallReply(), StallReply())
+    prompt_both(world)
+
+
+@when("the user prompts both sessions")
+def prompt_both(world: World) -> None:
+    world.active_turn = _started(world, "main", "Describe the first project.")
+    _started(world, OTHER, "Describe the second project.")
+
+
+@when("the model finishes both answers")
+def finish_both(world: World) -> None:
+    world.provider.release_stalls()
+    for alias in ("main", OTHER):
+        wait_turn_end(world, world.boundary.turn_of[alias])
+
+
+def _claims(params: dict[str, Any], commands: dict[str, str]) -> tuple[Any, Any]:
+    """The session and turn a notification's params name."""
+    for nested in ("session", "approval"):
+        inner = params.get(nested)
+        if isinstance(inner, dict):
+            return inner.get("sessionId"), inner.get("turnId")
+    turn = params.get("turnId")
+    if turn is None and "commandId" in params:
+        turn = commands.get(params["commandId"])
+    return params.get("sessionId"), turn
+
+
+@then("every notification names the session the user prompted for its turn")
+@verifies("R5.9")
+def notifications_name_owner(world: World) -> None:
+    owners = world.boundary.turn_owner
+    notes = world.notifications()
+    commands = {
+        n["params"]["commandId"]: n["params"]["turnId"]
+        for n in notes
+        if n["method"] == "command/started"
     }
-    assert owners, "no turn was started"
-    for note in world.notifications():
-        params = note.get("params", {})
-        turn_id = params.get("turnId")
-        if turn_id in owners:
-            assert params.get("sessionId") == owners[turn_id], (
-                f"{note['method']} for turn {turn_id} names session {params.get('sessionId')}"
+    for turn_id in owners:
+        ended = [n for n in notes if n["method"] == "turn/ended"]
+        assert any(n["params"]["turnId"] == turn_id for n in ended), (
+            f"no turn/ended for the turn {turn_id} the user started"
+        )
+    for note in notes:
+        session, turn = _claims(note.get("params", {}), commands)
+        if turn in owners:
+            assert session == owners[turn], (
+                f"{note['method']} for the turn {turn} of session {owners[turn]} names "
+                f"session {session}"
             )
+
+
+@then("each session's answer reached only that session")
+@verifies("R5.9")
+def answers_reach_owner(world: World) -> None:
+    heard: dict[str, str] = {}
+    for note in world.notifications("turn/text"):
+        params = note["params"]
+        heard[params["sessionId"]] = heard.get(params["sessionId"], "") + params["text"]
+    for alias, answer in ANSWERS.items():
+        own = heard.get(session_id(world, alias), "")
+        assert answer in own, f"session {alias} did not hear its answer; it heard {own!r}"
+        for other_alias, other_answer in ANSWERS.items():
+            if other_alias != alias:
+                assert other_answer not in own, (
+                    f"session {alias} heard the answer meant for {other_alias}: {own!r}"
+                )
+
+
+@when("the user cancels the second session's turn")
+def cancel_other(world: World) -> None:
+    world.attempt("session/cancel", {"sessionId": session_id(world, OTHER)})
+
+
+@then("the second session's turn ended as cancelled")
+def other_cancelled(world: World) -> None:
+    _ended_as(world, world.boundary.turn_of[OTHER], "cancelled")
+
+
+@then("the first session's turn is still running")
+@verifies("R5.9")
+def first_still_running(world: World) -> None:
+    _still_running(world, "main", world.boundary.turn_of["main"])
+
+
+@then("once the model answers, the first session's turn completes")
+@verifies("R5.9")
+def first_completes(world: World) -> None:
+    world.provider.release_stalls()
+    _ended_as(world, world.boundary.turn_of["main"], "completed")
+
+
+_THROUGH_OTHER = {
+    "approve": ("approval/approve", {"permissionMode": "ask"}),
+    "reject": ("approval/reject", {}),
+    "open": ("artifact/read", {}),
+    "read": ("approval/get", {}),
+}
+
+
+@when(parsers.parse("the user tries to {action} the plan through the second session"))
+def act_through_other(world: World, action: str) -> None:
+    assert action in _THROUGH_OTHER, f"no action called {action!r}"
+    method, extra = _THROUGH_OTHER[action]
+    approval = need(world.plan.approval, "approval")
+    remember_configuration(world, OTHER)
+    params = {"sessionId": session_id(world, OTHER), "approvalId": approval["approvalId"]}
+    world.attempt(method, {**params, **extra})
+
+
+@then("the second session is unchanged")
+def other_unchanged_session(world: World) -> None:
+    created = world.sessions[OTHER]
+    now = read_session(world, OTHER)
+    for key in ("mode", "permissionMode", "provider", "shellId", "workspaceRoot"):
+        assert now[key] == created[key], f"the second session's {key} became {now[key]!r}"
+    busy = {k: now[k] for k in ("activeTurnId", "pendingApprovalId", "activeExecutionId")}
+    assert not any(busy.values()), f"the second session became busy: {busy}"
+    row = stored_session(world, OTHER)
+    assert row["mode"] == created["mode"], row
+    assert row["permission_mode"] == created["permissionMode"], row
+    listed = world.rpc.request("approval/list", {"sessionId": session_id(world, OTHER)})
+    assert listed["approvals"] == [], f"the second session lists {listed['approvals']}"
+
+
+@when("the user lists the plans of the second session")
+def list_other_plans(world: World) -> None:
+    world.attempt("approval/list", {"sessionId": session_id(world, OTHER)})
+
+
+@then("the second session lists no plan")
+@verifies("R5.9")
+def other_lists_nothing(world: World) -> None:
+    approvals = world.outcome.require_result()["approvals"]
+    assert approvals == [], f"the second session lists another session's plans: {approvals}"

@@ -1,12 +1,27 @@
-"""Steps about the host process, the connection and generic outcomes."""
+"""Steps about the host process, the connection, framing and generic outcomes (§7, P1 to P6).
+
+Requests the contract forbids are written as raw lines, so that the harness can send what
+its own client would refuse to build (a lone surrogate, a number of five thousand digits,
+a line padded to the frame limit). Their answers are the responses that match no request
+the client registered; ``world.wire.unmatched_mark`` says where the scenario's start.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any, Final
 
 from pytest_bdd import given, parsers, then, when
 
-from conformance.world import Outcome, World
+from conformance.blame import blame, verifies
+from conformance.world import Outcome, World, need
+from pi_contract import PROTOCOL_VERSION, error_catalog
+
+# Request ids the raw steps use: far from the client's own counter, which starts at 1.
+RAW_ID_BASE: Final = 7000
+MIN_FRAME_LIMIT: Final = 65536
+LATEST_TIMESTAMP: Final = 8_640_000_000_000_000
 
 
 @given("a freshly started host")
@@ -19,24 +34,107 @@ def connected_client(world: World) -> None:
     world.connect()
 
 
+# -- raw lines ----------------------------------------------------------------------------
+
+
+def raw_line(message: Any) -> bytes:
+    """``message`` as one request line, ASCII-escaped so that any string can travel."""
+    return json.dumps(message, ensure_ascii=True, separators=(",", ":")).encode() + b"\n"
+
+
+def send_lines(world: World, data: bytes, *request_ids: Any) -> None:
+    """Write ``data`` unchecked; answers to it are counted from now on."""
+    world.wire.unmatched_mark = len(world.rpc.unmatched)
+    world.wire.sent = list(request_ids)
+    world.rpc.send_raw(data)
+
+
+def raw_answers(world: World, count: int = 1) -> list[dict[str, Any]]:
+    """The first ``count`` answers to the raw lines of the last :func:`send_lines`."""
+    mark = world.wire.unmatched_mark
+    found = world.rpc.wait_unmatched(mark + count)[mark:]
+    world.wire.answers = found
+    return found
+
+
+def exchange(world: World, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Send one request as a raw line and return its answer (also as the outcome)."""
+    request_id = RAW_ID_BASE + len(world.rpc.unmatched)
+    message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+    send_lines(world, raw_line(message), request_id)
+    answer = raw_answers(world)[0]
+    world.outcome = Outcome.from_response(method, answer)
+    if "error" in answer:
+        world.wire.refusal = answer["error"]
+    return answer
+
+
+def unchecked(world: World, method: str, params: dict[str, Any]) -> Outcome:
+    """Send a request the contract forbids through the client, and record the outcome."""
+    message = {"jsonrpc": "2.0", "id": world.rpc.next_id(), "method": method, "params": params}
+    response = world.rpc.call_message(message, check=False)
+    world.outcome = Outcome.from_response(method, response)
+    if isinstance(response.get("error"), dict):
+        world.wire.refusal = response["error"]
+    return world.outcome
+
+
+def _request(request_id: Any, method: str = "session/list", params: Any = None) -> bytes:
+    message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}}
+    return raw_line(message)
+
+
+# -- the handshake ------------------------------------------------------------------------
+
+
+def _initialize_params(version: int) -> dict[str, Any]:
+    return {"protocolVersion": version, "clientInfo": {"name": "pi-conformance"}}
+
+
 @when(parsers.parse("the client opens the connection asking for protocol version {version:d}"))
 def open_connection(world: World, version: int) -> None:
     if world.host is None:
         world.start_host()
-    world.attempt("initialize", {"protocolVersion": version, "clientInfo": {"name": "harness"}})
+    outcome = world.attempt("initialize", _initialize_params(version))
+    if outcome.error is None:
+        world.handshake = outcome.require_result()
 
 
-@when("the client sends a request before opening the connection")
-def request_before_initialize(world: World) -> None:
-    world.attempt("session/list", {})
+def _before_initialize(world: World) -> dict[str, tuple[str, dict[str, Any]]]:
+    provider = {"baseUrl": world.provider.base_url, "model": "mock-model"}
+    return {
+        "the list of sessions": ("session/list", {}),
+        "a new session": ("session/create", {"workspaceRoot": str(world.workspace)}),
+        "a new scheduled task": (
+            "task/create",
+            {
+                "name": "Early task",
+                "prompt": "Do it.",
+                "mode": "agent",
+                "workspaceRoot": str(world.workspace),
+                "provider": provider,
+            },
+        ),
+        "the list of shells": ("shell/list", {}),
+        "the time on the host clock": ("conformance/clock/get", {}),
+    }
+
+
+@when(parsers.parse("the client asks for {request} before opening the connection"))
+def request_before_initialize(world: World, request: str) -> None:
+    requests = _before_initialize(world)
+    assert request in requests, f"no early request called {request!r}"
+    method, params = requests[request]
+    world.attempt(method, params)
 
 
 @when("the client opens the connection a second time")
 def initialize_twice(world: World) -> None:
-    world.attempt("initialize", {"protocolVersion": 9})
+    world.attempt("initialize", _initialize_params(PROTOCOL_VERSION))
 
 
 @then(parsers.parse("the connection is established with protocol version {version:d}"))
+@verifies("R7.1")
 def connection_established(world: World, version: int) -> None:
     result = world.outcome.require_result()
     assert result["protocolVersion"] == version, f"host negotiated {result['protocolVersion']}"
@@ -48,10 +146,51 @@ def refused_with(world: World, code: str) -> None:
     assert error.canonical == code, f"expected {code}, the host answered {error}"
 
 
+@then("the refusal names protocol version 9 as the one the host speaks")
+@verifies("R7.1")
+def refusal_names_version(world: World) -> None:
+    error = world.outcome.require_error()
+    supported = error.data.get("details", {}).get("supported")
+    assert isinstance(supported, list) and PROTOCOL_VERSION in supported, (
+        f"the refusal does not list version {PROTOCOL_VERSION} in details.supported: {error.data}"
+    )
+
+
 @then(parsers.parse("the host still accepts a connection asking for protocol version {v:d}"))
 def still_accepts(world: World, v: int) -> None:
     result = world.rpc.initialize(v)
     assert result["protocolVersion"] == v
+    world.handshake = result
+
+
+@then("nothing was created before the connection was opened")
+@verifies("P6")
+def nothing_created_early(world: World) -> None:
+    sessions = world.rpc.request("session/list", {})["sessions"]
+    assert sessions == [], f"a request before the handshake created sessions: {sessions}"
+    tasks = world.rpc.request("task/list", {})["tasks"]
+    assert tasks == [], f"a request before the handshake created tasks: {tasks}"
+    storage = world.storage()
+    if storage.path.exists():
+        for table in ("sessions", "scheduled_tasks"):
+            rows = storage.rows(table)
+            assert rows == [], f"a request before the handshake stored {table} rows: {rows}"
+
+
+@then("the host announces the capabilities it was started with")
+@verifies("P6")
+def capabilities_announced(world: World) -> None:
+    capabilities = world.capabilities()
+    assert capabilities.get("conformance") is True, (
+        f"the host was started with --conformance but announces conformance "
+        f"{capabilities.get('conformance')!r}"
+    )
+    limit = capabilities.get("maxFrameBytes")
+    assert isinstance(limit, int) and limit >= MIN_FRAME_LIMIT, (
+        f"maxFrameBytes must be at least {MIN_FRAME_LIMIT}, the host announces {limit!r}"
+    )
+    faults = capabilities.get("faultInjection")
+    assert isinstance(faults, list) and all(isinstance(f, str) for f in faults), faults
 
 
 @then(parsers.parse("the host reports storage schema version {version:d}"))
@@ -74,65 +213,402 @@ def database_wal(world: World) -> None:
     assert mode.lower() == "wal", f"journal mode is {mode}"
 
 
-# -- malformed input --------------------------------------------------------------------
+# -- what the host sends ------------------------------------------------------------------
+
+
+def _refusals(world: World) -> dict[str, Callable[[], object]]:
+    def not_json() -> None:
+        send_lines(world, b"{not json at all\n")
+        world.wire.refusal = raw_answers(world)[0].get("error")
+
+    return {
+        "a request that is not JSON": not_json,
+        "a request for a method that does not exist": lambda: unchecked(
+            world, "session/explode", {}
+        ),
+        "a request for a session that does not exist": lambda: world.attempt(
+            "session/get", {"sessionId": "no-such-session"}
+        ),
+        "a request with a parameter that does not exist": lambda: unchecked(
+            world, "session/list", {"verbose": True}
+        ),
+        "a second opening of the connection": lambda: unchecked(
+            world, "initialize", _initialize_params(PROTOCOL_VERSION)
+        ),
+    }
+
+
+@when(parsers.parse("the client makes {request}"))
+def make_refused_request(world: World, request: str) -> None:
+    refusals = _refusals(world)
+    assert request in refusals, f"no refused request called {request!r}"
+    world.wire.refusal = None
+    refusals[request]()
+    if world.wire.refusal is None and world.outcome.error is not None:
+        error = world.outcome.error
+        world.wire.refusal = {"code": error.code, "message": error.message, "data": error.data}
+
+
+@then(parsers.parse("the refusal carries the number the catalog lists for {code}"))
+@verifies("P5")
+def refusal_number(world: World, code: str) -> None:
+    refusal = world.wire.refusal
+    assert isinstance(refusal, dict), f"the host did not refuse the request: {world.outcome}"
+    data = refusal.get("data") or {}
+    assert data.get("code") == code, f"expected {code}, the host answered {refusal}"
+    expected = error_catalog()[code]["jsonrpcCode"]
+    assert refusal.get("code") == expected, (
+        f"{code} carries error.code {refusal.get('code')}, the catalog lists {expected}"
+    )
+
+
+@then("every message the host sent follows the published contract")
+@verifies("P5")
+def all_messages_conform(world: World) -> None:
+    broken = [v for v in world.violations() if v.direction == "host-to-client"]
+    assert not broken, "\n".join(v.describe() for v in broken)
+    assert world.host_messages(), "the host sent nothing"
+
+
+# -- malformed input (P1) -----------------------------------------------------------------
 
 
 @when("the client sends a line that is not JSON")
 def send_not_json(world: World) -> None:
-    world.rpc.send_raw(b"{this is not json\n")
-    world.raw_frames_sent += 1
+    send_lines(world, b"{this is not json\n")
 
 
 @when("the client sends a line that is not UTF-8")
 def send_not_utf8(world: World) -> None:
-    world.rpc.send_raw(b'{"jsonrpc":"2.0","id":7,"method":"session/list","params":{"\xff":1}}\n')
-    world.raw_frames_sent += 1
+    send_lines(world, b'{"jsonrpc":"2.0","id":7,"method":"session/list","params":{"\xff":1}}\n')
 
 
-@when("the client sends a JSON value that is not a request object")
-def send_not_object(world: World) -> None:
-    world.rpc.send_raw(b"[1,2,3]\n")
-    world.raw_frames_sent += 1
+_NOT_REQUESTS: Final = {
+    "a list of requests": (b'[{"jsonrpc":"2.0","id":7101,"method":"session/list"}]\n', 7101),
+    "a plain number": (b"42\n", None),
+    "an object that names no method": (b'{"jsonrpc":"2.0","id":7102}\n', 7102),
+    "a request for another version of JSON-RPC": (
+        b'{"jsonrpc":"1.0","id":7103,"method":"session/list","params":{}}\n',
+        7103,
+    ),
+}
 
 
-@when("the client sends a line larger than the host's frame limit")
-def send_oversized(world: World) -> None:
-    limit = world.capabilities()["maxFrameBytes"]
-    padding = "x" * (limit + 1024)
-    line = json.dumps(
-        {"jsonrpc": "2.0", "id": 99, "method": "session/list", "params": {"pad": padding}}
-    )
-    world.rpc.send_raw(line.encode() + b"\n")
-    world.raw_frames_sent += 1
+@when(parsers.parse("the client offers {value} as a request"))
+def send_not_request(world: World, value: str) -> None:
+    assert value in _NOT_REQUESTS, f"no malformed request called {value!r}"
+    line, request_id = _NOT_REQUESTS[value]
+    send_lines(world, line, request_id)
 
 
 @then(parsers.parse("the host answers it with {code}"))
 def raw_answered_with(world: World, code: str) -> None:
-    responses = world.rpc.wait_unmatched(world.raw_frames_sent or 1)
-    last = responses[-1]
-    assert "error" in last, f"expected an error response, got {last}"
-    found = last["error"].get("data", {}).get("code")
-    assert found == code, f"expected {code}, the host answered {last['error']}"
-
-
-@when(parsers.parse("the client calls the unknown method {method}"))
-def call_unknown(world: World, method: str) -> None:
-    response = world.rpc.call_message(
-        {"jsonrpc": "2.0", "id": "unknown-1", "method": method, "params": {}}, check=False
+    answer = raw_answers(world)[0]
+    assert "error" in answer, f"expected an error response, got {answer}"
+    world.wire.refusal = answer["error"]
+    found = (answer["error"].get("data") or {}).get("code")
+    assert found == code, f"expected {code}, the host answered {answer['error']}"
+    allowed = [None, *(i for i in world.wire.sent if i is not None)]
+    assert answer.get("id") in allowed, (
+        f"the refusal names request id {answer.get('id')!r}; expected one of {allowed}"
     )
-    world.outcome = Outcome.from_response(method, response)
+
+
+@when("the client sends blank lines around two requests")
+def send_blank_lines(world: World) -> None:
+    data = b"\n   \n\t\n" + _request(7201) + b"\n \r\n\n" + _request(7202) + b"\n\t \n"
+    send_lines(world, data, 7201, 7202)
+
+
+@then("the host answers exactly the two requests")
+@verifies("P1")
+def answers_exactly_two(world: World) -> None:
+    raw_answers(world, 2)
+    world.rpc.request("session/list", {})  # settles: later lines were read after these
+    answers = list(world.rpc.unmatched[world.wire.unmatched_mark :])
+    assert len(answers) == 2, f"the host answered {len(answers)} lines instead of 2: {answers}"
+    assert {a.get("id") for a in answers} == {7201, 7202}, answers
+    refused = [a for a in answers if "error" in a]
+    assert not refused, f"the host refused a request between blank lines: {refused}"
+
+
+_IDENTIFIERS: Final[dict[str, tuple[Any, Any]]] = {
+    "text": ("first request", "second-request-\u00e9"),
+    "zero and a negative number": (0, -1),
+    "the largest integer every client can hold": (2**53 - 1, 2**53 - 2),
+    "numbers that do not start at one": (1000, 1001),
+}
+
+
+@when(parsers.parse("the client sends two requests identified by {identifier}"))
+def send_identified(world: World, identifier: str) -> None:
+    assert identifier in _IDENTIFIERS, f"no identifiers called {identifier!r}"
+    first, second = _IDENTIFIERS[identifier]
+    data = _request(first) + _request(second, "shell/list")
+    send_lines(world, data, first, second)
+
+
+@then("each answer carries the identifier of its request")
+@verifies("P1")
+def answers_carry_ids(world: World) -> None:
+    sent = world.wire.sent
+    world.rpc.request("session/list", {})  # the host is serving and read the lines before
+    try:
+        answers = raw_answers(world, len(sent))
+    except TimeoutError:
+        answers = list(world.rpc.unmatched[world.wire.unmatched_mark :])
+        raise AssertionError(
+            f"the host answered a later request but not every one identified by {sent!r}; "
+            f"its answers to them: {answers}"
+        ) from None
+    found = [a.get("id") for a in answers]
+    for request_id in sent:
+        matching = [f for f in found if f == request_id and type(f) is type(request_id)]
+        assert matching, f"no answer carries the identifier {request_id!r}; answers: {found}"
+    refused = [a for a in answers if "error" in a]
+    assert not refused, f"the host refused requests for their identifiers: {refused}"
+
+
+# -- the frame limit (P2) -----------------------------------------------------------------
+
+
+def _padded_request(request_id: int, size: int) -> bytes:
+    """A valid request line of exactly ``size`` bytes (newline excluded), padded with the
+    whitespace JSON allows between tokens."""
+    head = b'{"jsonrpc":"2.0","id":%d,"method":"session/list","params":{}' % request_id
+    padding = size - len(head) - 1
+    assert padding >= 0, f"a frame limit of {size} bytes is too small"
+    return head + b" " * padding + b"}"
+
+
+def _frame_limit(world: World) -> int:
+    limit = world.capabilities().get("maxFrameBytes")
+    assert isinstance(limit, int), f"the host announces no maxFrameBytes: {limit!r}"
+    return limit
+
+
+@when("the client sends a request one byte longer than the host's frame limit")
+def send_oversized(world: World) -> None:
+    line = _padded_request(7301, _frame_limit(world) + 1)
+    send_lines(world, line + b"\n", 7301)
+
+
+@when("the client sends a request exactly as long as the host's frame limit")
+def send_at_limit(world: World) -> None:
+    line = _padded_request(7302, _frame_limit(world))
+    send_lines(world, line + b"\n", 7302)
+
+
+@then("the host serves it")
+@verifies("P2")
+def serves_at_limit(world: World) -> None:
+    answer = raw_answers(world)[0]
+    assert "result" in answer, (
+        f"a request of exactly maxFrameBytes ({_frame_limit(world)}) bytes was refused: "
+        f"{answer.get('error')}"
+    )
+    assert answer.get("id") == world.wire.sent[0], answer
+
+
+# -- methods (P3) -------------------------------------------------------------------------
+
+_UNPUBLISHED: Final = {
+    "a method that was never published": "session/explode",
+    "a published method spelt in other case": "Session/List",
+    "a method without its group": "list",
+}
+
+
+@when(parsers.parse("the client calls {method}"))
+def call_unpublished(world: World, method: str) -> None:
+    assert method in _UNPUBLISHED, f"no unpublished method called {method!r}"
+    unchecked(world, _UNPUBLISHED[method], {})
 
 
 @when("the client lists sessions with an unexpected parameter")
 def list_with_extra(world: World) -> None:
-    response = world.rpc.call_message(
-        {"jsonrpc": "2.0", "id": "bad-params-1", "method": "session/list", "params": {"x": 1}},
-        check=False,
-    )
-    world.outcome = Outcome.from_response("session/list", response)
+    unchecked(world, "session/list", {"x": 1})
 
 
 @then("the host keeps serving requests")
 def keeps_serving(world: World) -> None:
     result = world.rpc.request("session/list", {})
     assert isinstance(result.get("sessions"), list)
+
+
+# -- params out of range (P4) -------------------------------------------------------------
+
+
+def held(world: World) -> dict[str, Any]:
+    """What the host holds that a refused request must not change, over the protocol and
+    in storage."""
+    rpc = world.rpc
+    state: dict[str, Any] = {
+        "sessions": rpc.request("session/list", {})["sessions"],
+        "tasks": rpc.request("task/list", {})["tasks"],
+        "clock": rpc.request("conformance/clock/get", {})["now"],
+        "provider requests": len(world.provider.requests()),
+    }
+    storage = world.storage()
+    if storage.path.exists():
+        for table in ("sessions", "scheduled_tasks", "turns", "transcript", "settings"):
+            state[f"stored {table}"] = storage.rows(table)
+    return state
+
+
+def _task_params(world: World, **changes: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "name": "Nightly check",
+        "prompt": "Check the build.",
+        "mode": "agent",
+        "workspaceRoot": str(world.workspace),
+        "provider": {"baseUrl": world.provider.base_url, "model": "mock-model"},
+    }
+    return {**params, **changes}
+
+
+def _session_ref(world: World) -> str:
+    session = need(world.sessions.get("main"), "session")
+    return str(session["sessionId"])
+
+
+def _out_of_range(world: World) -> dict[str, tuple[str, dict[str, Any]]]:
+    port_url = world.provider.base_url
+    return {
+        "a clock setting beyond the last representable date": (
+            "conformance/clock/set",
+            {"now": LATEST_TIMESTAMP + 1},
+        ),
+        "a scheduled time beyond the last representable date": (
+            "task/create",
+            _task_params(world, runAt=LATEST_TIMESTAMP + 1),
+        ),
+        "a provider address without a host": (
+            "session/configure",
+            {"sessionId": _session_ref(world), "provider": {"baseUrl": "http://", "model": "m"}},
+        ),
+        "a provider address that is not a web address": (
+            "session/configure",
+            {
+                "sessionId": _session_ref(world),
+                "provider": {"baseUrl": port_url.replace("http://", "file:///"), "model": "m"},
+            },
+        ),
+        "a model name of absurd length": (
+            "session/configure",
+            {
+                "sessionId": _session_ref(world),
+                "provider": {"baseUrl": port_url, "model": "m" * 5_000},
+            },
+        ),
+        "a prompt holding half of a surrogate pair": (
+            "session/prompt",
+            {"sessionId": _session_ref(world), "text": "Look at \ud800 this."},
+        ),
+        "a task name holding half of a surrogate pair": (
+            "task/create",
+            _task_params(world, name="Nightly \udfff check"),
+        ),
+    }
+
+
+@when(parsers.parse("the client submits {value}"))
+def submit_out_of_range(world: World, value: str) -> None:
+    requests = _out_of_range(world)
+    assert value in requests, f"no out-of-range request called {value!r}"
+    method, params = requests[value]
+    world.wire.held_before = held(world)
+    exchange(world, method, params)
+
+
+_NUMBERS: Final = {
+    "an integer of five thousand digits": b"9" * 5000,
+    "a value that is not a number": b"NaN",
+    "an infinite value": b"Infinity",
+    "a number beyond the range of a double": b"1e400",
+}
+
+
+@when(parsers.parse("the client moves the host clock by {number}"))
+def advance_by_number(world: World, number: str) -> None:
+    assert number in _NUMBERS, f"no number called {number!r}"
+    world.wire.held_before = held(world)
+    line = (
+        b'{"jsonrpc":"2.0","id":7401,"method":"conformance/clock/advance","params":{"ms":'
+        + _NUMBERS[number]
+        + b"}}\n"
+    )
+    send_lines(world, line, 7401)
+
+
+@then("the host refuses it as unreadable or invalid")
+@verifies("P4")
+def refused_unreadable(world: World) -> None:
+    answer = raw_answers(world)[0]
+    assert "error" in answer, f"the host accepted a number it cannot hold: {answer}"
+    code = (answer["error"].get("data") or {}).get("code")
+    assert code in ("PARSE_ERROR", "INVALID_PARAMS"), (
+        f"expected PARSE_ERROR or INVALID_PARAMS, the host answered {answer['error']}"
+    )
+    assert answer.get("id") in (None, *world.wire.sent), answer
+
+
+@then("nothing the host holds has changed")
+@verifies("P4")
+def nothing_changed(world: World) -> None:
+    before = need(world.wire.held_before, "state before the refused request")
+    now = held(world)
+    changed = sorted(key for key in before if before[key] != now.get(key))
+    with blame("P4"):
+        assert not changed, f"a refused request changed {changed}: before {before}, after {now}"
+
+
+# -- plans sent back for changes (R1.10) and feedback (R3.7) ------------------------------
+
+
+def _approval_ref(world: World) -> dict[str, str]:
+    approval = need(world.plan.approval, "approval")
+    return {"sessionId": _session_ref(world), "approvalId": str(approval["approvalId"])}
+
+
+def _send_back(world: World, how: str) -> tuple[str, dict[str, Any]]:
+    ref = _approval_ref(world)
+    ways: dict[str, tuple[str, dict[str, Any]]] = {
+        "through an action of its own": (
+            "approval/requestChanges",
+            {**ref, "feedback": "Please split the second step."},
+        ),
+        "by approving with a request for changes": (
+            "approval/approve",
+            {**ref, "permissionMode": "ask", "action": "request_changes"},
+        ),
+        "by choosing changes as the permission mode": (
+            "approval/approve",
+            {**ref, "permissionMode": "request_changes"},
+        ),
+        "by rejecting with a request for changes": (
+            "approval/reject",
+            {**ref, "action": "request_changes"},
+        ),
+    }
+    assert how in ways, f"no way of sending a plan back called {how!r}"
+    return ways[how]
+
+
+@when(parsers.parse("the user tries to send the plan back for changes {how}"))
+def send_back_for_changes(world: World, how: str) -> None:
+    method, params = _send_back(world, how)
+    unchecked(world, method, params)
+
+
+@when(parsers.parse("the user tries {decision} with a note for the model"))
+def decide_with_feedback(world: World, decision: str) -> None:
+    ref = _approval_ref(world)
+    note = "Please use Redis instead."
+    decisions: dict[str, tuple[str, dict[str, Any]]] = {
+        "rejecting": ("approval/reject", {**ref, "feedback": note}),
+        "rejecting with a comment": ("approval/reject", {**ref, "comment": note}),
+        "approving": ("approval/approve", {**ref, "permissionMode": "ask", "feedback": note}),
+    }
+    assert decision in decisions, f"no decision called {decision!r}"
+    unchecked(world, *decisions[decision])

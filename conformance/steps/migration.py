@@ -1,21 +1,83 @@
-"""Steps about the storage v8 -> v10 migration and unsupported schema versions (§7)."""
+"""Steps about the storage v8 -> v10 migration, schema versions the host does not know,
+and refusing to start (§7, project rules P16 and P18)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import shutil
 import sqlite3
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 from pytest_bdd import given, parsers, then, when
 
+from conformance.blame import verifies
 from conformance.client import HostStoppedError
 from conformance.storage_inspector import DB_FILE
-from conformance.storage_seed import V8_TABLES, file_digest, seed_v8, table_rows
-from conformance.world import World
+from conformance.storage_seed import (
+    LEGACY_APPROVALS,
+    LEGACY_DEADLINE_MS,
+    V8_STATUS_TO_V10,
+    V8_TABLES,
+    V8Approval,
+    file_digest,
+    seed_other_version,
+    seed_v8,
+    seed_v10,
+    table_rows,
+)
+from conformance.world import World, need
+
+VERSION_BY_AGE = {"older than v8": 7, "between v8 and v10": 9, "newer than v10": 11}
 
 
 def _db(world: World) -> Path:
     return world.data_dir / DB_FILE
+
+
+def _tree(path: Path) -> dict[str, str]:
+    """What ``path`` holds: each entry's digest, link target or 'dir'; a file's own digest."""
+    if path.is_symlink():
+        return {".": f"link:{path.readlink()}"}
+    if path.is_file():
+        return {".": hashlib.sha256(path.read_bytes()).hexdigest()}
+    found: dict[str, str] = {}
+    for entry in sorted(path.rglob("*")) if path.exists() else []:
+        name = entry.relative_to(path).as_posix()
+        if entry.is_symlink():
+            found[name] = f"link:{entry.readlink()}"
+        elif entry.is_dir():
+            found[name] = "dir"
+        else:
+            found[name] = hashlib.sha256(entry.read_bytes()).hexdigest()
+    return found
+
+
+def _remember(world: World) -> None:
+    """Record the seeded data dir (and anything it links to) as it is before the start."""
+    world.seeded.files = _tree(world.data_dir)
+    elsewhere = world.data_dir.parent / "elsewhere"
+    if elsewhere.exists():
+        world.seeded.files.update({f"elsewhere/{k}": v for k, v in _tree(elsewhere).items()})
+    db = _db(world)
+    if db.is_file() and not db.is_symlink() and db.read_bytes()[:16] == b"SQLite format 3\0":
+        world.seeded.digest = file_digest(_db(world))
+        world.seeded.tables = {
+            table: table_rows(_db(world), table) for table in V8_TABLES if _has_table(world, table)
+        }
+
+
+def _has_table(world: World, table: str) -> bool:
+    with closing(sqlite3.connect(_db(world))) as conn:
+        found = conn.execute(
+            "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?", (table,)
+        ).fetchone()
+    return found is not None
+
+
+# -- arranging the data dir ----------------------------------------------------------------
 
 
 @given(
@@ -25,8 +87,15 @@ def _db(world: World) -> Path:
 )
 def v8_database(world: World, sessions: int) -> None:
     seed_v8(_db(world), sessions, 40)
-    world.seeded.tables = {table: table_rows(_db(world), table) for table in V8_TABLES}
-    world.seeded.digest = file_digest(_db(world))
+    with closing(sqlite3.connect(_db(world))) as conn:
+        world.seeded.approvals = conn.execute("SELECT * FROM plan_approvals").fetchall()
+    _remember(world)
+
+
+@given(parsers.parse("a data directory with a v8 database holding an approval that was {status}"))
+def v8_with_approval(world: World, status: str) -> None:
+    seed_v8(_db(world), 2, 6, (LEGACY_APPROVALS[status],))
+    _remember(world)
 
 
 @given(parsers.parse('the v8 database already holds a table named "{name}"'))
@@ -34,24 +103,48 @@ def conflicting_table(world: World, name: str) -> None:
     with closing(sqlite3.connect(_db(world))) as conn:
         conn.execute(f"CREATE TABLE {name} (unrelated TEXT)")
         conn.commit()
-    world.seeded.tables = {table: table_rows(_db(world), table) for table in V8_TABLES}
-    world.seeded.digest = file_digest(_db(world))
+    _remember(world)
 
 
-@given(parsers.parse("a data directory with a database at schema version {version:d}"))
-def other_version(world: World, version: int) -> None:
-    _db(world).parent.mkdir(parents=True, exist_ok=True)
-    with closing(sqlite3.connect(_db(world))) as conn:
-        conn.execute("CREATE TABLE sessions (id TEXT PRIMARY KEY)")
-        conn.execute("INSERT INTO sessions VALUES ('kept')")
-        conn.execute(f"PRAGMA user_version = {version}")
-        conn.commit()
-    world.seeded.digest = file_digest(_db(world))
+@given(parsers.parse("a data directory with a database {age}"))
+def other_version(world: World, age: str) -> None:
+    seed_other_version(_db(world), VERSION_BY_AGE[age])
+    _remember(world)
+
+
+@given(parsers.parse("a data directory whose database is {what}"))
+def unusable_database(world: World, what: str) -> None:
+    world.data_dir.mkdir(parents=True, exist_ok=True)
+    db = _db(world)
+    if what == "a folder":
+        db.mkdir()
+        (db / "notes.txt").write_text("a folder, not a database\n", encoding="utf-8")
+    elif what == "a text file":
+        db.write_text("this is not a SQLite database\n", encoding="utf-8")
+    elif what == "a link to a database elsewhere":
+        elsewhere = world.data_dir.parent / "elsewhere"
+        seed_v10(elsewhere / DB_FILE)
+        db.symlink_to(elsewhere / DB_FILE)
+    else:
+        raise AssertionError(f"no unusable database is arranged as {what!r}")
+    _remember(world)
+
+
+@given("a data directory that is a file")
+def data_dir_is_file(world: World) -> None:
+    if world.data_dir.is_dir():
+        shutil.rmtree(world.data_dir)
+    world.data_dir.parent.mkdir(parents=True, exist_ok=True)
+    world.data_dir.write_text("a file where the data directory should be\n", encoding="utf-8")
+    _remember(world)
+
+
+# -- starting the host ----------------------------------------------------------------------
 
 
 @when("the host starts on that data directory")
 def host_starts(world: World) -> None:
-    world.start_host()
+    world.start_host(create_data_dir=False)  # the scenario arranged the data dir
     try:
         world.handshake = world.rpc.initialize()
         world.seeded.refusal = None
@@ -59,51 +152,197 @@ def host_starts(world: World) -> None:
         world.seeded.refusal = str(stopped)
 
 
+def _refusal_lines(world: World) -> list[Any]:
+    """Every JSON value the refusing host wrote."""
+    return list(world.rpc.received)
+
+
 @then(parsers.parse("the host refuses to start with {code}"))
+@verifies("R7.4", "R7.8", "P18")
 def refuses(world: World, code: str) -> None:
     assert world.seeded.refusal is not None, "the host served requests"
-    said = [m for m in world.rpc.unmatched if "error" in m]
+    errors = [m for m in _refusal_lines(world) if isinstance(m, dict) and "error" in m]
+    codes = [(m["error"].get("data") or {}).get("code") for m in errors]
+    assert code in codes, f"the host reported {codes or 'nothing'} on stdout, not {code}"
+
+
+@then("the host said so in one error line and exited with a failure status")
+@verifies("P18")
+def refusal_line(world: World) -> None:
+    lines = _refusal_lines(world)
+    assert len(lines) == 1, f"the refusing host wrote {len(lines)} lines: {lines[:3]}"
+    line = lines[0]
+    assert isinstance(line, dict) and "error" in line, f"the line is not an error: {line}"
+    assert line.get("id", "absent") is None, f"the error line carries id {line.get('id')!r}"
     status = world.stop_host()
-    assert status not in (0, None), f"the host exited with status {status}"
-    codes = [m["error"].get("data", {}).get("code") for m in said]
-    assert code in codes or code in world.stderr(), (
-        f"the host did not report {code}: stdout errors {codes}, stderr {world.stderr()[-500:]!r}"
-    )
+    assert status not in (0, None), f"the refusing host exited with status {status}"
 
 
-@then("the database file is exactly as it was")
-def file_unchanged(world: World) -> None:
-    assert file_digest(_db(world)) == world.seeded.digest, "the database file changed"
+@then("the data directory is exactly as it was")
+@verifies("R7.8", "P18")
+def data_dir_unchanged(world: World) -> None:
+    world.stop_host()
+    now = _tree(world.data_dir)
+    elsewhere = world.data_dir.parent / "elsewhere"
+    if elsewhere.exists():
+        now.update({f"elsewhere/{k}": v for k, v in _tree(elsewhere).items()})
+    before = world.seeded.files
+    changed = sorted(k for k in set(now) | set(before) if now.get(k) != before.get(k))
+    assert not changed, f"the host changed the data directory: {changed}"
 
 
 @then(parsers.parse("the database is at schema version {version:d}"))
+@verifies("R7.4", "R7.9")
 def at_version(world: World, version: int) -> None:
     found = world.storage().user_version()
     assert found == version, f"PRAGMA user_version is {found}"
+    if world.handshake is not None:
+        reported = world.handshake["storageSchemaVersion"]
+        assert reported == version, f"the host reports storage schema version {reported}"
+
+
+# -- the data that came through ---------------------------------------------------------------
 
 
 @then("the sessions, transcript, settings and scheduled tasks survived exactly")
+@verifies("R7.7")
 def survived(world: World) -> None:
     for table, before in world.seeded.tables.items():
-        columns = len(before[0]) if before else 0
-        after = [row[:columns] for row in table_rows(_db(world), table)]
+        after = table_rows(_db(world), table, _V8_COLUMNS[table])
         assert after == before, (
-            f"{table} changed in the migration ({len(before)} -> {len(after)} rows)"
+            f"{table} changed in the migration ({len(before)} -> {len(after)} rows; first "
+            f"difference {_first_difference(before, after)})"
         )
 
 
+_V8_COLUMNS = {
+    "sessions": [
+        "id", "workspace_root", "mode", "permission_mode", "provider_base_url", "model",
+        "created_at", "updated_at",
+    ],
+    "transcript": ["id", "session_id", "turn_id", "role", "content", "created_at"],
+    "settings": ["key", "value"],
+    "scheduled_tasks": [
+        "id", "name", "prompt", "mode", "workspace_root", "provider_base_url", "model",
+        "permission_mode", "run_at", "enabled", "created_at", "updated_at",
+    ],
+}  # fmt: skip
+
+
+def _first_difference(before: list[Any], after: list[Any]) -> str:
+    for old, new in zip(before, after, strict=False):
+        if old != new:
+            return f"{old} became {new}"
+    return "a row was added or removed"
+
+
+@then("the migrated sessions and their transcripts can be read through the protocol")
+@verifies("R7.7")
+def sessions_readable(world: World) -> None:
+    sessions = {s["sessionId"]: s for s in world.rpc.request("session/list", {})["sessions"]}
+    transcript = world.seeded.tables["transcript"]
+    for row in world.seeded.tables["sessions"]:
+        session_id, root, mode, permission, base_url, model, created, _updated = row
+        found = sessions.get(session_id)
+        assert found is not None, f"the migrated session {session_id} is not listed"
+        fields = ("workspaceRoot", "mode", "permissionMode", "provider", "createdAt")
+        shown = {k: found[k] for k in fields}
+        expected = {
+            "workspaceRoot": root,
+            "mode": mode,
+            "permissionMode": permission,
+            "provider": {"baseUrl": base_url, "model": model},
+            "createdAt": created,
+        }
+        assert shown == expected, f"the migrated session {session_id} reads {shown}"
+        entries = world.rpc.request("session/transcript", {"sessionId": session_id})["entries"]
+        read = [(e["turnId"], e["role"], e["content"], e["createdAt"]) for e in entries]
+        stored = [
+            (turn, role, json.loads(content), at)
+            for _id, owner, turn, role, content, at in transcript
+            if owner == session_id
+        ]
+        assert read == stored, f"the transcript of {session_id} reads differently: {read[:2]}"
+
+
+# -- legacy approvals (P16) ---------------------------------------------------------------------
+
+
+def _seeded_legacy(world: World) -> V8Approval:
+    rows = world.storage().rows("plan_approvals")
+    ids = {a.id: a for a in LEGACY_APPROVALS.values()}
+    found = [ids[r["id"]] for r in rows if r["id"] in ids]
+    assert found, f"the seeded v8 approval is not in plan_approvals: {[r['id'] for r in rows]}"
+    return found[0]
+
+
+def _listed(world: World, approval: V8Approval) -> dict[str, Any]:
+    session = f"v8-session-{approval.session % 2}"
+    listed = world.rpc.request("approval/list", {"sessionId": session})["approvals"]
+    matching = [a for a in listed if a["approvalId"] == approval.id]
+    assert matching, f"approval/list of {session} does not list the v8 approval {approval.id}"
+    got = world.rpc.request("approval/get", {"sessionId": session, "approvalId": approval.id})
+    assert got["approval"] == matching[0], (
+        f"approval/get and approval/list disagree: {got['approval']} vs {matching[0]}"
+    )
+    shown: dict[str, Any] = matching[0]
+    return shown
+
+
+@then(parsers.parse("the host lists that approval as {status}, with no turn and no artifact"))
+@verifies("P16")
+def legacy_listed(world: World, status: str) -> None:
+    approval = _seeded_legacy(world)
+    shown = _listed(world, approval)
+    assert shown["status"] == status == V8_STATUS_TO_V10[approval.status], (
+        f"the v8 approval that was {approval.status} is listed as {shown['status']}"
+    )
+    assert shown["turnId"] is None and shown["artifact"] is None, (
+        f"the legacy approval is listed with turn {shown['turnId']!r} and artifact "
+        f"{shown['artifact']!r}"
+    )
+    expected = {
+        "createdAt": approval.created_at,
+        "expiresAt": approval.created_at + LEGACY_DEADLINE_MS,
+        "decidedAt": None if approval.status == "pending" else approval.decided_at,
+        "permissionMode": None,
+        "executionId": None,
+        "executionState": None,
+    }
+    shown_times = {k: shown[k] for k in expected}
+    assert shown_times == expected, f"the legacy approval reads {shown_times}"
+
+
+@then("its title comes from the v8 proposal and its question is empty")
+@verifies("P16")
+def legacy_title(world: World) -> None:
+    approval = _seeded_legacy(world)
+    shown = _listed(world, approval)
+    assert (shown["title"], shown["question"]) == (approval.legacy_title, ""), (
+        f"the legacy approval reads title {shown['title']!r} and question {shown['question']!r}"
+        f" from the proposal {approval.proposal_json!r}"
+    )
+
+
+@then("its stored record keeps the v8 proposal and its feedback")
+@verifies("P16")
+def legacy_stored(world: World) -> None:
+    approval = _seeded_legacy(world)
+    row = world.storage().rows("plan_approvals", "id = ?", (approval.id,))[0]
+    kept = json.loads(need(row["legacy_proposal_json"], "legacy_proposal_json"))
+    assert kept == {"proposal": approval.proposal_json, "feedback": approval.feedback}, kept
+    assert row["status"] == V8_STATUS_TO_V10[approval.status], row
+    assert (row["title"], row["question"]) == (approval.legacy_title, ""), row
+    nulls = ("turn_id", "artifact_path", "artifact_sha256", "artifact_bytes", "execution_id")
+    assert all(row[c] is None for c in nulls), row
+
+
 @then("the earlier plan approvals are kept, a pending one as interrupted")
+@verifies("R4.10", "P16")
 def legacy_approvals(world: World) -> None:
     rows = {r["id"]: r for r in world.storage().rows("plan_approvals")}
-    assert set(rows) == {"old-pending", "old-changes"}, f"plan_approvals holds {sorted(rows)}"
-    assert rows["old-pending"]["status"] == "interrupted", rows["old-pending"]
-    assert rows["old-changes"]["status"] == "rejected", rows["old-changes"]
-    assert rows["old-pending"]["execution_id"] is None, rows["old-pending"]
-
-
-@then("the migrated sessions can be read through the protocol")
-def sessions_readable(world: World) -> None:
-    sessions = world.rpc.request("session/list", {})["sessions"]
-    ids = {s["sessionId"] for s in sessions}
-    expected = {row[0] for row in world.seeded.tables["sessions"]}
-    assert expected <= ids, f"missing sessions {expected - ids}"
+    seeded = {row[0]: row[3] for row in world.seeded.approvals}
+    assert set(rows) == set(seeded), f"plan_approvals holds {sorted(rows)}, seeded {seeded}"
+    for approval_id, v8_status in seeded.items():
+        found = rows[approval_id]["status"]
+        assert found == V8_STATUS_TO_V10[v8_status], f"{approval_id} was {v8_status}, is {found}"

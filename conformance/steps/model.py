@@ -1,15 +1,24 @@
-"""Steps that script the model provider (the harness plays the model)."""
+"""Steps that script the model provider (the harness plays the model).
+
+The harness scripts exactly the replies a host legitimately needs and no fallback: after a
+tool call the host gives the model the result and asks again, so every scripted call that
+does not end the turn is followed by the model's closing answer. A host that asks once
+more than that finds no scripted reply, and the scenario fails.
+"""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from pytest_bdd import given, parsers
 
 from conformance.mock_provider import ScriptedToolCall, TextReply, ToolCallsReply
-from conformance.world import SubmittedPlan, World
+from conformance.steps.requests import request
+from conformance.world import ScriptedCall, SubmittedPlan, World, need
 
 DEFAULT_QUESTION = "Shall I go ahead?"
+CLOSING_ANSWER = "That is all I needed."
 
 MARKDOWN_SAMPLES: dict[str, str] = {
     "CRLF line endings": "# Plan\r\n\r\n1. First step\r\n2. Second step\r\n",
@@ -20,11 +29,14 @@ MARKDOWN_SAMPLES: dict[str, str] = {
     "characters outside the BMP": (
         "# Plan \U0001f680\n\nMath: \U0001d538\U0001d539 and \U00013000.\n"
     ),
+    "decomposed accents": "# Plan\n\nCafe\u0301 and re\u0301sume\u0301.\n",
     "trailing spaces": "# Plan   \n\nLine with trailing spaces   \n   \n",
     "no final newline": "# Plan\n\nNo newline at the end",
     "empty": "",
     "1 MiB": "# Large plan\n" + ("0123456789abcdef" * 64 + "\n") * 1024,
 }
+
+_CALL_NUMBERS = itertools.count(1)
 
 
 def default_markdown(title: str) -> str:
@@ -42,9 +54,37 @@ def submit_plan_call(
 
 
 def script_plan(world: World, title: str, markdown: str, question: str = DEFAULT_QUESTION) -> None:
-    """Script one SubmitPlan answer and remember what was submitted."""
-    world.provider.enqueue(ToolCallsReply((submit_plan_call(title, markdown, question),)))
+    """Script one SubmitPlan answer and remember what was submitted. A plan the host
+    accepts ends the turn, so nothing follows it in the script."""
+    call = _tracked(world, submit_plan_call(title, markdown, question))
+    world.provider.enqueue(ToolCallsReply((call,)))
     world.plan.submitted.append(SubmittedPlan(title, markdown, question))
+
+
+def tool_call(world: World, tool: str, arguments: dict[str, Any] | str) -> ScriptedToolCall:
+    """A call with a fresh id the checks can follow."""
+    return _tracked(world, ScriptedToolCall(tool, arguments))
+
+
+def script_calls(
+    world: World, *calls: ScriptedToolCall, answer: str | None = CLOSING_ANSWER
+) -> None:
+    """One assistant message making ``calls``, then (unless ``answer`` is None) the answer
+    the model gives once it has their results."""
+    world.provider.enqueue(ToolCallsReply(calls))
+    tracked = {c.call_id: c for c in world.script.calls}
+    world.script.last_batch = [tracked[c.call_id] for c in calls if c.call_id in tracked]
+    if answer is not None:
+        world.provider.enqueue(TextReply(answer))
+
+
+def _tracked(world: World, call: ScriptedToolCall) -> ScriptedToolCall:
+    call_id = f"call_{call.name.lower()}_{next(_CALL_NUMBERS)}"
+    world.script.calls.append(ScriptedCall(call.name, call_id, call.arguments))
+    return ScriptedToolCall(call.name, call.arguments, call_id)
+
+
+# -- plans --------------------------------------------------------------------------------
 
 
 @given(parsers.parse('the model will submit a plan titled "{title}"'))
@@ -69,28 +109,47 @@ def model_submits_sample(world: World, sample: str) -> None:
 
 @given(parsers.parse("the model will submit a plan with the input {arguments}"))
 def model_submits_raw(world: World, arguments: str) -> None:
-    world.provider.enqueue(ToolCallsReply((ScriptedToolCall("SubmitPlan", arguments),)))
+    script_calls(world, tool_call(world, "SubmitPlan", arguments))
+
+
+@given(parsers.parse("the model will submit two plans in one message"))
+def model_submits_two(world: World) -> None:
+    first = tool_call(world, "SubmitPlan", _plan_arguments("First of two"))
+    second = tool_call(world, "SubmitPlan", _plan_arguments("Second of two"))
+    script_calls(world, first, second)
 
 
 @given(parsers.re(r"the model will submit a plan together with an? (?P<tool>\w+) call"))
 def model_submits_with_other(world: World, tool: str) -> None:
-    other = ScriptedToolCall(tool, _default_arguments(tool))
-    plan = submit_plan_call("Mixed batch", default_markdown("Mixed batch"))
-    world.provider.enqueue(ToolCallsReply((other, plan)))
+    other = tool_call(world, tool, _default_arguments(tool))
+    plan = tool_call(world, "SubmitPlan", _plan_arguments("Mixed batch"))
+    script_calls(world, other, plan)
+
+
+@given(parsers.re(r"the model will submit a plan followed by an? (?P<tool>\w+) call"))
+def model_submits_before_other(world: World, tool: str) -> None:
+    plan = tool_call(world, "SubmitPlan", _plan_arguments("Mixed batch"))
+    other = tool_call(world, tool, _default_arguments(tool))
+    script_calls(world, plan, other)
+
+
+def _plan_arguments(title: str) -> dict[str, str]:
+    return {"title": title, "markdown": default_markdown(title), "question": DEFAULT_QUESTION}
+
+
+# -- other tools --------------------------------------------------------------------------
 
 
 @given(parsers.re(r'the model will call (?P<tool>\w+) on "(?P<path>[^"]+)"'))
 def model_calls_on_path(world: World, tool: str, path: str) -> None:
-    world.provider.enqueue(
-        ToolCallsReply((ScriptedToolCall(tool, _default_arguments(tool, path)),))
-    )
+    script_calls(world, tool_call(world, tool, _default_arguments(tool, path)))
 
 
 @given(parsers.re(r"the model will try to (?P<tool>write|edit) the plan artifact"))
 def model_tampers(world: World, tool: str) -> None:
-    approvals = world.rpc.request(
-        "approval/list", {"sessionId": world.sessions["main"]["sessionId"]}
-    )["approvals"]
+    approvals = request(world, "approval/list", {"sessionId": world.sessions["main"]["sessionId"]})[
+        "approvals"
+    ]
     assert approvals, "no plan artifact exists yet"
     path = approvals[-1]["artifact"]["path"]
     name = tool.capitalize()
@@ -98,22 +157,96 @@ def model_tampers(world: World, tool: str) -> None:
     if name == "Edit":
         first_line = (world.workspace / path).read_text(encoding="utf-8").splitlines()[0]
         arguments = {"path": path, "old_string": first_line, "new_string": "# Tampered"}
-    world.provider.enqueue(ToolCallsReply((ScriptedToolCall(name, arguments),)))
+    script_calls(world, tool_call(world, name, arguments))
 
 
-@given(parsers.re(r"the model will call (?P<tool>\w+)"))
+@given(parsers.re(r"the model will call (?P<tool>\w+)$"))
 def model_calls(world: World, tool: str) -> None:
-    world.provider.enqueue(ToolCallsReply((ScriptedToolCall(tool, _default_arguments(tool)),)))
+    script_calls(world, tool_call(world, tool, _default_arguments(tool)))
 
 
 @given(parsers.parse('the model will run the command "{command}"'))
 def model_runs_command(world: World, command: str) -> None:
-    world.provider.enqueue(ToolCallsReply((ScriptedToolCall("Bash", {"command": command}),)))
+    script_calls(world, tool_call(world, "Bash", {"command": command}))
 
 
 @given(parsers.parse('the model will answer "{text}"'))
 def model_answers(world: World, text: str) -> None:
     world.provider.enqueue(TextReply(text))
+
+
+# -- the planning tools at work (P10) -----------------------------------------------------
+
+
+@given(parsers.parse('the model will read "{path}" and then answer'))
+def model_reads(world: World, path: str) -> None:
+    script_calls(world, tool_call(world, "Read", {"path": path}))
+
+
+@given(parsers.parse('the model will look for files matching "{pattern}" and then answer'))
+def model_globs(world: World, pattern: str) -> None:
+    script_calls(world, tool_call(world, "Glob", {"pattern": pattern}))
+
+
+@given(parsers.parse('the model will search the project for "{pattern}" and then answer'))
+def model_greps(world: World, pattern: str) -> None:
+    script_calls(world, tool_call(world, "Grep", {"pattern": pattern}))
+
+
+@given("the model will preview the local page and then answer")
+def model_previews(world: World) -> None:
+    page = need(world.arranged.local_page, "local web page")
+    script_calls(world, tool_call(world, "BrowserPreview", {"url": page.url}))
+
+
+@given(parsers.parse('the model will run a command that prints "{text}" and then answer'))
+def model_prints(world: World, text: str) -> None:
+    script_calls(world, tool_call(world, "Bash", {"command": f"echo {text}"}))
+
+
+@given(parsers.parse('the model will read "{path}" and then submit a plan titled "{title}"'))
+def model_reads_then_submits(world: World, path: str, title: str) -> None:
+    script_calls(world, tool_call(world, "Read", {"path": path}), answer=None)
+    script_plan(world, title, default_markdown(title))
+
+
+@given(parsers.parse('the model will switch to planning and then submit a plan titled "{title}"'))
+def model_enters_plan_mode(world: World, title: str) -> None:
+    script_calls(world, tool_call(world, "EnterPlanMode", {}), answer=None)
+    script_plan(world, title, default_markdown(title))
+
+
+@given(
+    parsers.parse('the model will start a new context summarised as "{summary}" and then answer')
+)
+def model_resets_context(world: World, summary: str) -> None:
+    script_calls(world, tool_call(world, "new_context", {"summary": summary}))
+
+
+@given(
+    parsers.parse(
+        'the model will read "{present}", read "{missing}" and call {unknown} in one message, '
+        "then answer"
+    )
+)
+def model_mixed_batch(world: World, present: str, missing: str, unknown: str) -> None:
+    script_calls(
+        world,
+        tool_call(world, "Read", {"path": present}),
+        tool_call(world, "Read", {"path": missing}),
+        tool_call(world, unknown, {"path": present}),
+    )
+
+
+@given(parsers.parse('the model will edit "{path}" replacing "{old}" and then answer'))
+def model_edits_text(world: World, path: str, old: str) -> None:
+    arguments = {"path": path, "old_string": old, "new_string": "replaced"}
+    script_calls(world, tool_call(world, "Edit", arguments))
+
+
+@given(parsers.parse('the model will write "{path}" and then answer'))
+def model_writes(world: World, path: str) -> None:
+    script_calls(world, tool_call(world, "Write", _default_arguments("Write", path)))
 
 
 def _default_arguments(tool: str, path: str = "notes.txt") -> dict[str, Any]:

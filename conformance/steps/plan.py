@@ -3,21 +3,31 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
+import os
 import re
 import shutil
 import stat
+import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pytest_bdd import given, parsers, then, when
 
-from conformance.capabilities import require_fault_point
+from conformance.blame import blame, verifies
+from conformance.capabilities import Unverified, require_fault_point
+from conformance.messages import message_text
 from conformance.mock_provider import TextReply
-from conformance.steps.sessions import session_id
+from conformance.steps.model import default_markdown, script_plan
+from conformance.steps.requests import request
+from conformance.steps.sessions import MODES, _create, read_session, session_id
 from conformance.world import World, need
+from pi_contract import error_catalog
 
 ARTIFACT_PATH = re.compile(r"^\.pi/plan/[^/]+\.md$")
+PLAN_FOLDER = (".pi", "plan")
 
 
 # -- the workspace before the step --------------------------------------------------------
@@ -39,11 +49,25 @@ def snapshot(root: Path) -> dict[str, str]:
     return found
 
 
+def plan_folder(world: World) -> Path:
+    """The project's plan folder (it may not exist)."""
+    return world.workspace.joinpath(*PLAN_FOLDER)
+
+
 @given(parsers.parse('the project has a file "{path}" containing "{text}"'))
 def project_file(world: World, path: str, text: str) -> None:
     target = world.workspace / path
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text + "\n", encoding="utf-8")
+
+
+@given(
+    parsers.parse(
+        'the project has a file "{path}" holding a line of {count:d} "{letter}" ending with "{end}"'
+    )
+)
+def project_long_line(world: World, path: str, count: int, letter: str, end: str) -> None:
+    (world.workspace / path).write_text(letter * count + end + "\n", encoding="utf-8")
 
 
 @given("a folder outside the project")
@@ -67,13 +91,13 @@ def pi_symlink(world: World) -> None:
 @given("the project's plan folder is a symlink to a folder outside the project")
 def plan_symlink(world: World) -> None:
     (world.workspace / ".pi").mkdir()
-    (world.workspace / ".pi" / "plan").symlink_to(_outside(world), target_is_directory=True)
+    plan_folder(world).symlink_to(_outside(world), target_is_directory=True)
 
 
 @given("the project's plan folder is a regular file")
 def plan_is_file(world: World) -> None:
     (world.workspace / ".pi").mkdir()
-    (world.workspace / ".pi" / "plan").write_text("not a folder\n", encoding="utf-8")
+    plan_folder(world).write_text("not a folder\n", encoding="utf-8")
 
 
 @given("the project's .pi folder is a regular file")
@@ -83,7 +107,7 @@ def pi_is_file(world: World) -> None:
 
 @given(parsers.parse("the project's plan folder already holds {count:d} earlier artifacts"))
 def earlier_artifacts(world: World, count: int) -> None:
-    folder = world.workspace / ".pi" / "plan"
+    folder = plan_folder(world)
     folder.mkdir(parents=True, exist_ok=True)
     for index in range(count):
         (folder / f"earlier-{index}.md").write_text(f"# Earlier plan {index}\n", encoding="utf-8")
@@ -95,25 +119,103 @@ def project_deleted(world: World) -> None:
     shutil.rmtree(world.workspace)
 
 
-@given(parsers.parse("the host will fail to {point} the next artifact"))
-def arm_fault(world: World, point: str) -> None:
-    fault = {"write": "artifactWrite", "flush": "artifactFlush"}[point]
+@given(parsers.parse("{action} the next plan file will fail"))
+def arm_fault(world: World, action: str) -> None:
+    fault = {"writing": "artifactWrite", "flushing": "artifactFlush"}[action]
     require_fault_point(world, fault)
-    world.rpc.request("conformance/fault/arm", {"fault": fault})
+    request(world, "conformance/fault/arm", {"fault": fault})
+
+
+_IMMUTABLE_FLAG = 0x00000010  # FS_IMMUTABLE_FL
+_GET_FLAGS, _SET_FLAGS = 0x80086601, 0x40086602  # FS_IOC_GETFLAGS, FS_IOC_SETFLAGS
+
+
+def _writable(folder: Path) -> bool:
+    probe = folder / ".write-probe"
+    try:
+        probe.mkdir()
+    except OSError:
+        return False
+    probe.rmdir()
+    return True
+
+
+def _set_immutable(folder: Path, on: bool) -> bool:
+    """Set or clear the Linux immutable flag, which holds even for a privileged user."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import fcntl
+    import struct
+
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return False
+    try:
+        flags = struct.unpack("i", fcntl.ioctl(fd, _GET_FLAGS, struct.pack("i", 0)))[0]
+        flags = flags | _IMMUTABLE_FLAG if on else flags & ~_IMMUTABLE_FLAG
+        fcntl.ioctl(fd, _SET_FLAGS, struct.pack("i", flags))
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+@given("the project folder cannot be written to")
+def read_only_project(world: World, request: pytest.FixtureRequest) -> None:
+    folder = world.workspace
+    mode = stat.S_IMODE(folder.stat().st_mode)
+
+    def restore() -> None:
+        _set_immutable(folder, False)
+        with contextlib.suppress(OSError):
+            folder.chmod(mode)
+
+    request.addfinalizer(restore)
+    folder.chmod(0o555)
+    if _writable(folder):  # a privileged user ignores permission bits
+        _set_immutable(folder, True)
+    if _writable(folder):
+        raise Unverified(
+            "read-only-folder",
+            "the harness runs with privileges that ignore file permissions and cannot make "
+            "the project folder read-only here",
+        )
+
+
+@given(parsers.parse('the project has a folder "{name}" that leads into its plan folder'))
+def link_into_plan_folder(world: World, name: str) -> None:
+    (world.workspace / name).symlink_to(plan_folder(world), target_is_directory=True)
+
+
+@given(parsers.parse("a session for the project in {mode} mode with permission mode {permission}"))
+def create_session_mode_permission(world: World, mode: str, permission: str) -> None:
+    _create(world, "main", mode=MODES[mode], permissionMode=permission).require_result()
+
+
+@given("another session is open for the same project")
+def another_session(world: World) -> None:
+    _create(world, "other", mode="agent").require_result()
 
 
 # -- actions ------------------------------------------------------------------------------
 
 
 def run_prompt(world: World, text: str) -> dict[str, Any]:
-    """Prompt the session and wait for that turn to end; return its turn/ended params."""
-    world.provider.set_fallback(TextReply("Done."))  # closes the turn if the host asks again
+    """Prompt the session and wait for that turn to end; return its turn/ended params.
+
+    No fallback reply is set: the scenario scripts every reply the host needs, so a host
+    that asks the model once more than it should fails the scenario.
+    """
     world.arranged.workspace_before = snapshot(world.workspace)
+    world.arranged.neighbours = sorted(p.name for p in world.workspace.parent.iterdir())
     world.cursors.turn = world.mark()
     world.cursors.provider_turn = len(world.provider.requests())
-    turn_id = world.rpc.request("session/prompt", {"sessionId": session_id(world), "text": text})[
+    turn_id = request(world, "session/prompt", {"sessionId": session_id(world), "text": text})[
         "turnId"
     ]
+    world.active_turn = turn_id
     ended = world.wait_for("turn/ended", lambda p: p["turnId"] == turn_id, since=world.cursors.turn)
     world.last_turn_end = ended
     return ended
@@ -125,94 +227,202 @@ def ask_for_plan(world: World) -> None:
     run_prompt(world, "Plan the change, then submit it for approval.")
 
 
+@given("the user asked for another plan")
 @when("the user asks for another plan")
 def ask_again(world: World) -> None:
     run_prompt(world, "Plan it again with the feedback in mind.")
 
 
+@given("the user sent a prompt")
 @when("the user sends a prompt")
-@given("the user had a conversation with the agent")
 def send_prompt(world: World) -> None:
     run_prompt(world, "Please take a look at the project.")
 
 
+@when("the user sends another prompt")
+def send_another_prompt(world: World) -> None:
+    run_prompt(world, "What else should we look at?")
+
+
+@given("the user had a conversation with the agent")
+def earlier_conversation(world: World) -> None:
+    question = "Earlier question: where does the cache live?"
+    answer = "Earlier answer: the cache lives in memory."
+    world.provider.enqueue(TextReply(answer))
+    ended = run_prompt(world, question)
+    assert ended["outcome"] == "completed", f"the earlier conversation ended {ended}"
+    world.script.earlier_conversation += [question, answer]
+
+
 def latest_approval(world: World) -> dict[str, Any]:
     """The newest approval of the main session, as the host reports it now."""
-    approvals = world.rpc.request("approval/list", {"sessionId": session_id(world)})["approvals"]
+    approvals: list[dict[str, Any]] = request(
+        world, "approval/list", {"sessionId": session_id(world)}
+    )["approvals"]
     assert approvals, "the host lists no approval for the session"
-    latest: dict[str, Any] = approvals[-1]
-    return latest
+    # The contract gives approval/list no order: find the newest by what the harness knows.
+    of_turn = [a for a in approvals if a["turnId"] is not None and a["turnId"] == world.active_turn]
+    if len(of_turn) == 1:
+        return of_turn[0]
+    pending = [a for a in approvals if a["status"] == "pending"]
+    if len(pending) == 1:
+        return pending[0]
+    newest = max(a["createdAt"] for a in approvals)
+    latest = [a for a in approvals if a["createdAt"] == newest]
+    assert len(latest) == 1, f"cannot tell which approval is the newest: {approvals}"
+    return latest[0]
 
 
 @given("the user rejects the plan")
 @when("the user rejects the plan")
 def reject_plan(world: World) -> None:
     approval = latest_approval(world)
+    world.cursors.decision = world.mark()
+    world.cursors.provider_decision = len(world.provider.requests())
     world.attempt(
         "approval/reject", {"sessionId": session_id(world), "approvalId": approval["approvalId"]}
+    )
+
+
+@given(parsers.parse('a plan titled "{title}" was submitted and rejected'))
+def plan_submitted_and_rejected(world: World, title: str) -> None:
+    _create(world, "main", mode="plan").require_result()
+    script_plan(world, title, default_markdown(title))
+    ended = run_prompt(world, "Plan the change, then submit it for approval.")
+    assert ended["outcome"] == "completed", f"the Plan turn ended {ended}"
+    reject_plan(world)
+    world.outcome.require_result()
+
+
+@given(parsers.parse("the session was switched to {mode} mode with permission mode {permission}"))
+def switch_mode_and_permission(world: World, mode: str, permission: str) -> None:
+    request(
+        world,
+        "session/configure",
+        {"sessionId": session_id(world), "mode": MODES[mode], "permissionMode": permission},
     )
 
 
 @when("the user opens the plan artifact")
 def open_artifact(world: World) -> None:
     approval = latest_approval(world)
-    world.attempt(
+    outcome = world.attempt(
         "artifact/read", {"sessionId": session_id(world), "approvalId": approval["approvalId"]}
     )
+    world.plan.read_outcome = outcome
 
 
 # -- checks -------------------------------------------------------------------------------
 
 
-def _tool_results(world: World, tool: str) -> list[dict[str, Any]]:
-    since = world.cursors.turn
+def tool_results(world: World, tool: str | None = None, since: int | None = None) -> list[Any]:
+    """turn/toolResult params of the last turn (optionally of one tool), in arrival order."""
+    start = world.cursors.turn if since is None else since
     return [
         n["params"]
-        for n in world.notifications("turn/toolResult", since)
-        if n["params"]["tool"] == tool
+        for n in world.notifications("turn/toolResult", start)
+        if tool is None or n["params"]["tool"] == tool
     ]
 
 
+def results_of_call(world: World, call_id: str) -> list[dict[str, Any]]:
+    """Every turn/toolResult the host sent for one tool call."""
+    return [
+        n["params"]
+        for n in world.notifications("turn/toolResult")
+        if n["params"]["toolCallId"] == call_id
+    ]
+
+
+def catalog_status(code: str) -> str | None:
+    """The tool-result status the error catalog fixes for ``code``."""
+    entry = error_catalog().get(code)
+    status = entry.get("toolResultStatus") if entry is not None else None
+    return str(status) if status is not None else None
+
+
+def check_one_result(world: World, call_id: str, tool: str) -> dict[str, Any]:
+    """The single result of a call (P9: exactly one per call)."""
+    found = results_of_call(world, call_id)
+    with blame("P9"):
+        assert found, f"the host reported no result for the {tool} call {call_id}"
+        assert len(found) == 1, f"the host reported {len(found)} results for one {tool} call"
+    return found[0]
+
+
+def check_refusal(result: dict[str, Any], tool: str, code: str) -> None:
+    """A refused or failed call: the code (blamed on the scenario) and the catalog's
+    status for that code (P9)."""
+    found = (result.get("error") or {}).get("code")
+    assert result["status"] != "ok", f"the {tool} call ran, expected {code}: {result}"
+    assert found == code, f"the {tool} call was stopped with {found}, expected {code}"
+    expected = catalog_status(code)
+    with blame("P9"):
+        assert result["status"] == expected, (
+            f"the {tool} call refused with {code} has status {result['status']!r}; the "
+            f"catalog's toolResultStatus for {code} is {expected!r}"
+        )
+
+
 @then(parsers.parse("the tools offered to the model are exactly {names}"))
+@verifies("R1.4")
 def offered_exactly(world: World, names: str) -> None:
     expected = sorted(name.strip() for name in names.replace(" and ", ", ").split(","))
     requests = world.provider.requests()[world.cursors.provider_turn :]
     assert requests, "the host made no request to the model provider"
-    for request in requests:
-        assert sorted(request.tool_names) == expected, (
-            f"the host offered {sorted(request.tool_names)}, expected {expected}"
+    for number, sent in enumerate(requests, start=1):
+        assert sorted(sent.tool_names) == expected, (
+            f"the host offered {sorted(sent.tool_names)} in request {number} of the turn, "
+            f"expected {expected}"
         )
 
 
 @then(parsers.re(r"the model was not offered (?P<tool>\w+)"))
+@verifies("R1.9")
 def not_offered(world: World, tool: str) -> None:
     requests = world.provider.requests()
     assert requests, "the host made no request to the model provider"
-    for request in requests:
-        assert tool not in request.tool_names, f"{tool} was offered: {request.tool_names}"
+    for sent in requests:
+        assert tool not in sent.tool_names, f"{tool} was offered: {sent.tool_names}"
 
 
-@then(parsers.re(r"the (?P<tool>\w+) call was (?P<verdict>denied|refused) with (?P<code>[A-Z_]+)"))
-def call_denied(world: World, tool: str, verdict: str, code: str) -> None:
-    results = _tool_results(world, tool)
-    assert results, f"the host reported no result for the {tool} call"
-    result = results[-1]
-    assert result["status"] in ("denied", "error"), f"the {tool} call ran: {result}"
-    found = (result.get("error") or {}).get("code")
-    assert found == code, f"the {tool} call was stopped with {found}, expected {code}"
+@then(parsers.re(r"the (?P<tool>\w+) call was refused with (?P<code>[A-Z_]+)"))
+def call_refused(world: World, tool: str, code: str) -> None:
+    call_id = world.script.last_call_id(tool)
+    if call_id is None:  # scripted without an id the harness chose: the turn's last such call
+        results = tool_results(world, tool)
+        assert results, f"the host reported no result for the {tool} call"
+        call_id = str(results[-1]["toolCallId"])
+    result = check_one_result(world, call_id, tool)
+    check_refusal(result, tool, code)
+    check_turn_went_on(world, result)
+
+
+def check_turn_went_on(world: World, result: dict[str, Any]) -> None:
+    """A refused or failed call does not end its turn: the model gets the result and the
+    turn completes (P9), as reported and as stored."""
+    ended = world.last_turn_end
+    if ended is None or ended["turnId"] != result["turnId"]:
+        return
+    rows = world.storage().rows("turns", "id = ?", (ended["turnId"],))
+    with blame("P9"):
+        assert ended["outcome"] == "completed", (
+            f"the turn ended {ended['outcome']} ({ended['error']}) after a refused call"
+        )
+        assert rows and rows[0]["state"] == "completed", f"the turn is stored as {rows}"
 
 
 @then(parsers.parse("every call of that message was refused with {code}"))
 def whole_batch_refused(world: World, code: str) -> None:
     since = world.cursors.turn
-    results = [n["params"] for n in world.notifications("turn/toolResult", since)]
-    assert len(results) >= 2, f"expected a result for each call of the batch, got {results}"
+    batch = world.script.last_batch
+    assert len(batch) >= 2, "the scenario scripted no batch of several calls"
     asked = world.notifications("permission/requested", since)
     assert not asked, f"a call of the refused batch asked for permission: {asked}"
-    first_batch = results[:2]
-    for result in first_batch:
-        assert result["status"] in ("denied", "error"), f"a call of the batch ran: {result}"
-        assert (result.get("error") or {}).get("code") == code, result
+    for call in batch:
+        result = check_one_result(world, call.call_id, call.tool)
+        check_refusal(result, call.tool, code)
+        check_turn_went_on(world, result)
 
 
 @then("nothing in the project changed")
@@ -240,78 +450,135 @@ def _approval_notifications(world: World) -> list[dict[str, Any]]:
 
 @then("no approval exists")
 def no_approval(world: World) -> None:
-    listed = world.rpc.request("approval/list", {"sessionId": session_id(world)})["approvals"]
+    listed = request(world, "approval/list", {"sessionId": session_id(world)})["approvals"]
     assert listed == [], f"the host lists approvals: {listed}"
     rows = world.storage().rows("plan_approvals")
     assert rows == [], f"plan_approvals holds {rows}"
     claimed = _approval_notifications(world)
     assert claimed == [], f"the host announced approvals: {claimed}"
-    session = world.rpc.request("session/get", {"sessionId": session_id(world)})["session"]
+    session = read_session(world)
     assert session["pendingApprovalId"] is None and session["activeExecutionId"] is None, session
+    assert not world.notifications("execution/updated"), "the host announced an execution"
 
 
 @then(parsers.parse("the turn ended with {code}"))
 def turn_failed_with(world: World, code: str) -> None:
     error = need(world.last_turn_end, "finished turn").get("error") or {}
-    tool_errors = [
-        (r.get("error") or {}).get("code")
-        for r in (n["params"] for n in world.notifications("turn/toolResult", world.cursors.turn))
-    ]
+    tool_errors = [(r.get("error") or {}).get("code") for r in tool_results(world)]
     assert error.get("code") == code or code in tool_errors, (
         f"expected {code}; the turn ended with {error or 'no error'} and tool errors {tool_errors}"
     )
-
-
-@then(parsers.parse('an approval is pending for the plan titled "{title}"'))
-def approval_pending(world: World, title: str) -> None:
-    approval = latest_approval(world)
-    assert approval["status"] == "pending", f"the approval is {approval['status']}"
-    assert approval["title"] == title, f"the approval is titled {approval['title']!r}"
-    session = world.rpc.request("session/get", {"sessionId": session_id(world)})["session"]
-    assert session["pendingApprovalId"] == approval["approvalId"], session
 
 
 def artifact_file(world: World, approval: dict[str, Any] | None = None) -> Path:
     """The artifact of ``approval`` (default: the latest) on disk."""
     record = approval or latest_approval(world)
     relative = str(record["artifact"]["path"])
-    assert ARTIFACT_PATH.match(relative), f"artifact path {relative!r} is not .pi/plan/<name>.md"
+    with blame("R2.2"):
+        assert ARTIFACT_PATH.match(relative), (
+            f"artifact path {relative!r} is not .pi/plan/<name>.md"
+        )
     return world.workspace / relative
+
+
+def check_recorded(world: World, approval: dict[str, Any], markdown: str) -> None:
+    """The approval's artifact fields describe the file holding ``markdown``: over the
+    protocol (C1: a client can verify the bytes) and in storage (R2.11)."""
+    path = artifact_file(world, approval)
+    content = path.read_bytes()
+    digest = hashlib.sha256(content).hexdigest()
+    artifact = approval["artifact"]
+    rows = world.storage().rows("plan_approvals", "id = ?", (approval["approvalId"],))
+    with blame("R2.11"):
+        assert len(rows) == 1, "the approval is not stored in plan_approvals"
+        row = rows[0]
+        assert row["artifact_path"] == artifact["path"], (
+            f"stored path {row['artifact_path']!r}, reported {artifact['path']!r}"
+        )
+        assert row["artifact_sha256"] == digest, (
+            f"stored SHA-256 {row['artifact_sha256']}, the file hashes to {digest}"
+        )
+        assert row["artifact_bytes"] == len(content), (
+            f"stored size {row['artifact_bytes']}, the file has {len(content)}"
+        )
+    with blame("C1"):
+        assert artifact["sha256"] == digest, (
+            f"the host reports SHA-256 {artifact['sha256']}, the file hashes to {digest}"
+        )
+        assert artifact["byteSize"] == len(content), (
+            f"the host reports {artifact['byteSize']} bytes, the file has {len(content)}"
+        )
+        announced = [
+            a for a in _approval_notifications(world) if a["approvalId"] == approval["approvalId"]
+        ]
+        if announced:
+            assert announced[-1]["artifact"] == artifact, (
+                f"the host announced the artifact as {announced[-1]['artifact']}, "
+                f"it lists it as {artifact}"
+            )
+    submitted = markdown.encode("utf-8")
+    if content != submitted:
+        _blame_content(content, submitted)
+
+
+def _blame_content(content: bytes, submitted: bytes) -> None:
+    """A wrong artifact: a changed line ending or an added wrapper is R2.7, any other
+    difference R2.1."""
+    message = (
+        f"artifact bytes differ from the submitted markdown: {len(content)} bytes on disk, "
+        f"{len(submitted)} submitted; first bytes {content[:60]!r} vs {submitted[:60]!r}"
+    )
+
+    def lf(data: bytes) -> bytes:
+        return data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+
+    wrapped = submitted in content or lf(content) == lf(submitted)
+    with blame("R2.7" if wrapped else "R2.1"):
+        raise AssertionError(message)
 
 
 @then("the plan artifact holds exactly the submitted markdown")
 def artifact_exact(world: World) -> None:
     submitted = world.plan.submitted[-1].markdown.encode("utf-8")
     content = artifact_file(world).read_bytes()
-    assert content == submitted, (
-        f"artifact bytes differ from the submitted markdown: {len(content)} bytes on disk, "
-        f"{len(submitted)} submitted; first bytes {content[:60]!r} vs {submitted[:60]!r}"
-    )
+    if content != submitted:
+        _blame_content(content, submitted)
 
 
 @then("the artifact lives in the project's plan folder with a markdown name")
+@verifies("R2.2")
 def artifact_location(world: World) -> None:
     path = artifact_file(world)
     assert path.is_file() and not path.is_symlink(), f"{path} is not a regular file"
-    assert path.parent == world.workspace / ".pi" / "plan", path
+    assert path.parent == plan_folder(world), path
+    added = sorted(set(snapshot(world.workspace)) - set(world.arranged.workspace_before))
+    expected = {".pi", ".pi/plan", path.relative_to(world.workspace).as_posix()}
+    stray = [name for name in added if name not in expected]
+    assert not stray, f"the submission created more than the artifact: {stray}"
+
+
+@then("nothing was written outside the project's plan folder")
+@verifies("R2.3")
+def nothing_outside_plan_folder(world: World) -> None:
+    before = world.arranged.workspace_before
+    after = snapshot(world.workspace)
+    outside = [
+        name
+        for name in sorted(set(after) - set(before))
+        if name not in (".pi", ".pi/plan") and not name.startswith(".pi/plan/")
+    ]
+    assert not outside, f"the submission wrote {outside}"
+    neighbours = sorted(p.name for p in world.workspace.parent.iterdir())
+    assert neighbours == world.arranged.neighbours, (
+        f"the submission wrote next to the project: {neighbours}"
+    )
+    path = artifact_file(world)
+    assert path.parent == plan_folder(world), f"the artifact is at {path}"
 
 
 @then("the approval records the artifact's path, SHA-256 and size")
 def approval_records_artifact(world: World) -> None:
-    approval = latest_approval(world)
-    content = artifact_file(world, approval).read_bytes()
-    digest = hashlib.sha256(content).hexdigest()
-    artifact = approval["artifact"]
-    assert artifact["sha256"] == digest, f"recorded {artifact['sha256']}, file hashes to {digest}"
-    assert artifact["byteSize"] == len(content), (
-        f"recorded {artifact['byteSize']}, file has {len(content)}"
-    )
-    rows = world.storage().rows("plan_approvals", "id = ?", (approval["approvalId"],))
-    assert len(rows) == 1, "the approval is not stored in plan_approvals"
-    row = rows[0]
-    assert row["artifact_path"] == artifact["path"], row
-    assert row["artifact_sha256"] == digest, f"stored hash {row['artifact_sha256']} != {digest}"
-    assert row["artifact_bytes"] == len(content), f"stored size {row['artifact_bytes']}"
+    check_recorded(world, latest_approval(world), world.plan.submitted[-1].markdown)
 
 
 @then("the title and question are stored as fields of the approval record")
@@ -325,52 +592,69 @@ def title_question_stored(world: World) -> None:
 
 
 @then("the artifact carries neither the title nor the question")
+@verifies("R2.7")
 def no_wrapper(world: World) -> None:
     submitted = world.plan.submitted[-1]
     content = artifact_file(world).read_bytes()
-    assert content == submitted.markdown.encode("utf-8"), "the host changed the markdown"
-    assert submitted.question.encode() not in content, "the question was added to the file"
-
-
-@then("the artifact file is read-only")
-def read_only(world: World) -> None:
-    mode = artifact_file(world).stat().st_mode
-    writable = mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
-    assert not writable, f"the artifact has write permission bits: {stat.filemode(mode)}"
+    markdown = submitted.markdown.encode("utf-8")
+    added = content.replace(markdown, b"", 1) if markdown in content else content
+    assert submitted.title.encode() not in added, "the title was added to the file"
+    assert submitted.question.encode() not in added, "the question was added to the file"
+    assert content == markdown, "the host changed the markdown"
 
 
 @then("the earlier artifacts are unchanged")
+@verifies("R2.5", "R2.9")
 def earlier_unchanged(world: World) -> None:
-    now = snapshot(world.workspace / ".pi" / "plan")
+    now = snapshot(plan_folder(world))
     for name, digest in world.arranged.earlier_artifacts.items():
-        assert now.get(name) == digest, f"earlier artifact {name} changed or disappeared"
+        assert name in now, f"earlier artifact {name} disappeared"
+        assert now[name] == digest, f"earlier artifact {name} was overwritten"
 
 
 @then("each submission has its own artifact")
 def own_artifacts(world: World) -> None:
-    approvals = world.rpc.request("approval/list", {"sessionId": session_id(world)})["approvals"]
+    approvals = request(world, "approval/list", {"sessionId": session_id(world)})["approvals"]
     paths = [a["artifact"]["path"] for a in approvals]
-    assert len(approvals) >= 2, f"expected two approvals, found {len(approvals)}"
-    assert len(set(paths)) == len(paths), f"submissions share artifact paths: {paths}"
-    for approval, submitted in zip(approvals, world.plan.submitted, strict=False):
-        content = artifact_file(world, approval).read_bytes()
-        assert content == submitted.markdown.encode("utf-8"), (
-            f"{approval['artifact']['path']} was overwritten"
+    with blame("R2.4"):
+        assert len(approvals) == len(world.plan.submitted), (
+            f"{len(world.plan.submitted)} plans were submitted, the host lists {len(approvals)}"
         )
+        assert len(set(paths)) == len(paths), f"submissions share artifact paths: {paths}"
+    for approval, submitted in zip(approvals, world.plan.submitted, strict=True):
+        content = artifact_file(world, approval).read_bytes()
+        with blame("R2.5", "R2.9"):
+            assert content == submitted.markdown.encode("utf-8"), (
+                f"{approval['artifact']['path']} was overwritten"
+            )
+        check_recorded(world, approval, submitted.markdown)
 
 
 @then("opening the artifact returns its exact bytes")
+@verifies("R3.2")
 def opened_exact(world: World) -> None:
+    approval = latest_approval(world)
     result = world.outcome.require_result()
     content = base64.b64decode(result["contentBase64"])
-    assert content == artifact_file(world).read_bytes(), "artifact/read differs from the file"
-    assert result["sha256"] == hashlib.sha256(content).hexdigest()
-    assert result["byteSize"] == len(content)
+    submitted = world.plan.submitted[-1].markdown.encode("utf-8")
+    assert content == submitted, (
+        f"opening the plan returned {len(content)} bytes ({content[:60]!r}), the plan has "
+        f"{len(submitted)} ({submitted[:60]!r})"
+    )
+    assert content == artifact_file(world, approval).read_bytes(), "it differs from the file"
+    assert result["path"] == approval["artifact"]["path"], result["path"]
+    with blame("C1"):
+        assert result["sha256"] == approval["artifact"]["sha256"] == _sha(content), result
+        assert result["byteSize"] == approval["artifact"]["byteSize"] == len(content), result
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 @then(parsers.parse("the session has {count:d} artifacts in its plan folder"))
 def artifact_count(world: World, count: int) -> None:
-    folder = world.workspace / ".pi" / "plan"
+    folder = plan_folder(world)
     found = sorted(p.name for p in folder.iterdir()) if folder.exists() else []
     assert len(found) == count, f"found {found}"
 
@@ -378,5 +662,6 @@ def artifact_count(world: World, count: int) -> None:
 @then("the model saw the earlier conversation")
 def model_saw_history(world: World) -> None:
     last = world.provider.requests()[-1]
-    user_texts = [m.get("content") for m in last.messages if m.get("role") == "user"]
-    assert len(user_texts) >= 2, f"the last request carried only {user_texts}"
+    texts = "\n".join(message_text(m) for m in last.messages)
+    for earlier in world.script.earlier_conversation:
+        assert earlier in texts, f"the last request did not carry {earlier!r}"

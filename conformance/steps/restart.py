@@ -1,25 +1,102 @@
-"""Steps about host restarts: interruption without replay, and the boot epoch (§4)."""
+"""Steps about host restarts: interruption without replay, and one host per data dir (§4).
+
+A restart is staged by stopping the host (cleanly, or with SIGKILL for a crash) and
+starting a new process on the same data dir. What the host showed and stored before the
+restart is kept, so that the checks can compare: unfinished work must come back
+interrupted, finished work exactly as it was, and nothing may run again.
+"""
 
 from __future__ import annotations
 
-import re
+from pathlib import Path
 from typing import Any
 
 from pytest_bdd import given, parsers, then, when
 
+from conformance.blame import blame, verifies
 from conformance.capabilities import require_fault_point
-from conformance.mock_provider import StallReply, TextReply
-from conformance.steps.plan import run_prompt
+from conformance.client import HostClient, HostStoppedError
+from conformance.drivers import ReportsExit
+from conformance.mock_provider import (
+    ScriptedToolCall,
+    StallReply,
+    TextReply,
+    ToolCallsReply,
+)
+from conformance.steps.approval import approve, plan_awaiting
+from conformance.steps.model import default_markdown, script_plan
+from conformance.steps.plan import snapshot
 from conformance.steps.sessions import read_session, session_id
-from conformance.world import World, need
+from conformance.world import SecondHost, World, need
 
-_EPOCH = re.compile(r"epoch|boot", re.IGNORECASE)
+INTERRUPTED_CODE = "TURN_INTERRUPTED"
+LOG_COMMAND = "echo once >> log.txt; echo started; sleep 1000"
 
 
-@given("the host will hold the next approved execution in the queue")
-def hold_execution(world: World) -> None:
+# -- helpers other lifecycle steps share ------------------------------------------------------
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """The text of a provider message, whether its content is a string or text parts."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return ""
+
+
+def prompt_and_wait(world: World, text: str, alias: str = "main") -> dict[str, Any]:
+    """Prompt a session and wait for its turn to end; the model's replies must already be
+    scripted (nothing answers a request the scenario did not expect)."""
+    world.cursors.turn = world.mark()
+    world.cursors.provider_turn = len(world.provider.requests())
+    turn_id = world.rpc.request(
+        "session/prompt", {"sessionId": session_id(world, alias), "text": text}
+    )["turnId"]
+    ended = world.wait_for("turn/ended", lambda p: p["turnId"] == turn_id, since=world.cursors.turn)
+    world.last_turn_end = ended
+    return ended
+
+
+def approvals_of(world: World, alias: str = "main") -> list[dict[str, Any]]:
+    """The approvals of a session, as the host lists them now."""
+    listed: list[dict[str, Any]] = world.rpc.request(
+        "approval/list", {"sessionId": session_id(world, alias)}
+    )["approvals"]
+    return listed
+
+
+def stored_approval(world: World, approval_id: str) -> dict[str, Any]:
+    """The plan_approvals row of an approval (it must exist)."""
+    rows = world.storage().rows("plan_approvals", "id = ?", (approval_id,))
+    assert len(rows) == 1, f"plan_approvals holds {len(rows)} rows with id {approval_id}"
+    return rows[0]
+
+
+def _execution_turn_ended(world: World) -> dict[str, Any]:
+    started = world.wait_for(
+        "turn/started", lambda p: p["kind"] == "execution", since=world.cursors.approve
+    )
+    return world.wait_for(
+        "turn/ended", lambda p: p["turnId"] == started["turnId"], since=world.cursors.approve
+    )
+
+
+# -- arranging unfinished work --------------------------------------------------------------
+
+
+@given(
+    parsers.parse(
+        "the user approved the plan with permission mode {mode}, and its execution is still queued"
+    )
+)
+def approved_still_queued(world: World, mode: str) -> None:
     require_fault_point(world, "holdExecution")
     world.rpc.request("conformance/fault/arm", {"fault": "holdExecution"})
+    result = approve(world, mode).require_result()
+    state = result["approval"]["executionState"]
+    assert state == "queued", f"the approved execution is {state}, not waiting in the queue"
 
 
 @given("the model will take its time to answer during the execution")
@@ -27,27 +104,26 @@ def execution_stalls(world: World) -> None:
     world.provider.enqueue(StallReply())
 
 
-@given(parsers.parse('the model will stream "{text}" and then take its time'))
-def execution_streams_then_stalls(world: World, text: str) -> None:
-    world.provider.enqueue(StallReply(prefix=text))
+@given("the model will begin its answer during the execution and then take its time")
+def execution_begins_then_stalls(world: World) -> None:
+    world.provider.enqueue(StallReply(prefix="Working on step one"))
 
 
 @given("the execution is waiting for the model")
-@when("the execution is waiting for the model")
 def execution_waiting(world: World) -> None:
-    mark = world.cursors.approve
-    world.wait_for("execution/updated", lambda p: p["executionState"] == "running", since=mark)
+    # The request reaching the provider is the settle point: streaming or not, the
+    # execution turn is then running and waiting for its answer.
     world.provider.wait_for_requests(world.cursors.provider_approve + 1, world.timeout)
 
 
-@given(parsers.parse('the execution has streamed "{text}"'))
-def execution_streamed(world: World, text: str) -> None:
-    world.wait_for("turn/text", lambda p: text in p["text"], since=world.cursors.approve)
+@given("the model will run a command during the execution that appends to a log and keeps running")
+def execution_runs_command(world: World) -> None:
+    world.provider.enqueue(ToolCallsReply((ScriptedToolCall("Bash", {"command": LOG_COMMAND}),)))
 
 
-@given(parsers.parse('the command has printed "{text}"'))
-def command_printed(world: World, text: str) -> None:
-    world.wait_for("command/output", lambda p: text in p["text"], since=world.cursors.approve)
+@given("the command has written to the log")
+def command_wrote(world: World) -> None:
+    world.wait_for("command/output", lambda p: "started" in p["text"], since=world.cursors.approve)
 
 
 @given("the model is in the middle of a Plan turn")
@@ -60,9 +136,79 @@ def plan_turn_in_progress(world: World) -> None:
     world.provider.wait_for_requests(before + 1, world.timeout)
 
 
+# -- arranging finished work ----------------------------------------------------------------
+
+
+@given(parsers.parse('a plan titled "{title}" that was {outcome}'))
+def finished_plan(world: World, title: str, outcome: str) -> None:
+    if outcome == "approved and carried out":
+        plan_awaiting(world, title)
+        world.provider.enqueue(TextReply("The plan is carried out."))
+        approve(world, "auto").require_result()
+        ended = _execution_turn_ended(world)
+        assert ended["outcome"] == "completed", f"the execution turn ended {ended}"
+    elif outcome == "rejected":
+        plan_awaiting(world, title)
+        approval = need(world.plan.approval, "pending approval")
+        ref = {"sessionId": session_id(world), "approvalId": approval["approvalId"]}
+        world.rpc.request("approval/reject", ref)
+    elif outcome == "left to expire":
+        plan_awaiting(world, title)
+        mark = world.mark()
+        world.rpc.request("conformance/clock/advance", {"ms": 31 * 60_000})
+        world.wait_for("approval/updated", lambda p: p["approval"]["status"] == "expired", mark)
+    elif outcome == "interrupted by an earlier restart":
+        plan_awaiting(world, title)
+        world.restart()
+    else:
+        raise AssertionError(f"no finished plan is arranged as {outcome!r}")
+    world.provider.set_fallback(None)
+
+
+@given(
+    parsers.parse('a plan titled "{title}" is awaiting approval and the model will carry it out')
+)
+def plan_to_carry_out(world: World, title: str) -> None:
+    plan_awaiting(world, title)
+    world.provider.set_fallback(None)  # only the one scripted answer
+    world.provider.enqueue(TextReply("The plan is carried out."))
+
+
+@given("another session has a plan awaiting approval")
+def other_session_pending(world: World) -> None:
+    other = world.workspace.parent / "other-project"
+    other.mkdir(exist_ok=True)
+    world.sessions["other"] = world.rpc.request(
+        "session/create",
+        {
+            "workspaceRoot": str(other.resolve()),
+            "mode": "plan",
+            "provider": {"baseUrl": world.provider.base_url, "model": "mock-model"},
+        },
+    )["session"]
+    script_plan(world, "Other work", default_markdown("Other work"))
+    ended = prompt_and_wait(world, "Plan the other work.", "other")
+    assert ended["outcome"] == "completed", f"the other session's Plan turn ended {ended}"
+    listed = approvals_of(world, "other")
+    assert listed and listed[-1]["status"] == "pending", listed
+
+
+# -- the restart ----------------------------------------------------------------------------
+
+
+def _capture_before(world: World) -> None:
+    seen = world.restart_seen
+    seen.approvals_before = {alias: approvals_of(world, alias) for alias in world.sessions}
+    rows = world.storage().rows("plan_approvals")
+    seen.stored_before = {"plan_approvals": {r["id"]: tuple(r.items()) for r in rows}}
+    seen.workspace_before = snapshot(world.workspace)
+
+
 @when(parsers.re(r"the host (?P<how>restarts|crashes and starts again)"))
 def host_stops(world: World, how: str) -> None:
     crash = {"restarts": False, "crashes and starts again": True}[how]
+    _capture_before(world)
+    world.provider.set_fallback(None)  # a request after the restart must be one scripted
     world.cursors.provider_restart = len(world.provider.requests())
     world.cursors.restart = world.mark()
     world.restart(crash=crash)
@@ -71,13 +217,11 @@ def host_stops(world: World, how: str) -> None:
     world.restart_seen.stored_at_first_answer = {
         table: world.storage().rows(table) for table in ("plan_approvals", "turns")
     }
-    # The very first request after the restart must already see the recovered state.
-    world.restart_seen.approvals = world.rpc.request(
-        "approval/list", {"sessionId": session_id(world)}
-    )["approvals"]
-    world.restart_seen.session = world.rpc.request("session/get", {"sessionId": session_id(world)})[
-        "session"
-    ]
+    world.restart_seen.approvals_after = {
+        alias: approvals_of(world, alias) for alias in world.sessions
+    }
+    world.restart_seen.approvals = world.restart_seen.approvals_after.get("main", [])
+    world.restart_seen.session = read_session(world) if "main" in world.sessions else None
 
 
 def _stored_at_first_answer(world: World, approval_id: str) -> dict[str, Any]:
@@ -88,41 +232,85 @@ def _stored_at_first_answer(world: World, approval_id: str) -> dict[str, Any]:
     return found[0]
 
 
-@then(parsers.parse("the first answer after the restart shows the approval {status}"))
-def first_answer_shows(world: World, status: str) -> None:
+def _latest_after_restart(world: World) -> dict[str, Any]:
     approvals = world.restart_seen.approvals
-    assert approvals, "after the restart the host lists no approval"
-    stored = _stored_at_first_answer(world, approvals[-1]["approvalId"])
-    assert stored["status"] == status, (
+    assert approvals, "after the restart the host lists no approval for the session"
+    return approvals[-1]
+
+
+# -- checks: unfinished work is interrupted -------------------------------------------------
+
+
+@then("the first answer after the restart shows the approval interrupted")
+@verifies("R4.10")
+def first_answer_interrupted(world: World) -> None:
+    approval = _latest_after_restart(world)
+    stored = _stored_at_first_answer(world, approval["approvalId"])
+    assert stored["status"] == "interrupted", (
         f"when the restarted host answered its first request, storage still showed the "
         f"approval {stored['status']}: recovery did not run before the first answer"
     )
-    assert approvals[-1]["status"] == status, f"the first read shows {approvals[-1]['status']}"
+    assert approval["status"] == "interrupted", f"the host lists the approval {approval['status']}"
 
 
-@then(parsers.parse("the first answer after the restart shows the execution {state}"))
-def first_answer_execution(world: World, state: str) -> None:
-    approvals = world.restart_seen.approvals
-    assert approvals, "after the restart the host lists no approval"
-    stored = _stored_at_first_answer(world, approvals[-1]["approvalId"])
-    assert stored["execution_state"] == state, (
+@then("the interruption is recorded with TURN_INTERRUPTED")
+@verifies("R4.10")
+def interruption_code(world: World) -> None:
+    approval = _latest_after_restart(world)
+    assert approval["statusCode"] == INTERRUPTED_CODE, (
+        f"the interrupted approval has statusCode {approval['statusCode']}"
+    )
+    stored = stored_approval(world, approval["approvalId"])
+    assert stored["status_code"] == INTERRUPTED_CODE, f"stored status_code {stored['status_code']}"
+    assert stored["execution_id"] is None and stored["permission_mode"] is None, stored
+
+
+@then("the interrupted approval can be neither approved nor rejected")
+@verifies("R4.12")
+def cannot_decide(world: World) -> None:
+    approval = _latest_after_restart(world)
+    mark = world.mark()
+    ref = {"sessionId": session_id(world), "approvalId": approval["approvalId"]}
+    for method, params in (
+        ("approval/approve", {**ref, "permissionMode": "auto"}),
+        ("approval/reject", ref),
+    ):
+        error = world.attempt(method, params).require_error()
+        assert error.canonical == "APPROVAL_NOT_PENDING", (
+            f"{method} of the interrupted approval got {error.canonical}"
+        )
+    now = world.rpc.request("approval/get", ref)["approval"]
+    assert now["status"] == "interrupted" and now["executionId"] is None, now
+    stored = stored_approval(world, approval["approvalId"])
+    assert stored["status"] == "interrupted" and stored["execution_id"] is None, stored
+    assert not world.notifications("execution/updated", mark), "an execution was started"
+
+
+@then("the first answer after the restart shows the execution interrupted")
+@verifies("R4.10", "C8")
+def first_answer_execution(world: World) -> None:
+    approval = _latest_after_restart(world)
+    stored = _stored_at_first_answer(world, approval["approvalId"])
+    assert stored["execution_state"] == "interrupted", (
         f"when the restarted host answered its first request, storage still showed the "
         f"execution {stored['execution_state']}: recovery did not run before the first answer"
     )
-    found = approvals[-1]["executionState"]
-    assert found == state, f"the first read shows the execution {found}"
-    rows = world.storage().rows("plan_approvals", "id = ?", (approvals[-1]["approvalId"],))
-    assert rows[0]["execution_state"] == state, rows
-
-
-@then("the session is idle after the restart")
-def idle_after_restart(world: World) -> None:
-    session = need(world.restart_seen.session, "session read after the restart")
-    busy = {k: session[k] for k in ("activeTurnId", "pendingApprovalId", "activeExecutionId")}
-    assert not any(busy.values()), f"the restarted host shows the session busy: {busy}"
+    assert approval["executionState"] == "interrupted", (
+        f"the host lists the execution {approval['executionState']}"
+    )
+    before = {a["approvalId"]: a for a in world.restart_seen.approvals_before.get("main", [])}
+    earlier = before.get(approval["approvalId"])
+    assert earlier is not None, "the approval was not listed before the restart"
+    kept = {k: v for k, v in approval.items() if k != "executionState"}
+    assert kept == {k: v for k, v in earlier.items() if k != "executionState"}, (
+        f"recovery changed more than the execution state: before {earlier}, after {approval}"
+    )
+    row = stored_approval(world, approval["approvalId"])
+    assert row["status"] == "approved" and row["execution_state"] == "interrupted", row
 
 
 @then("every turn of the previous process is recorded as ended")
+@verifies("R4.11")
 def no_active_turns(world: World) -> None:
     stored = world.restart_seen.stored_at_first_answer["turns"]
     left = [t for t in stored if t["state"] == "active"]
@@ -133,110 +321,200 @@ def no_active_turns(world: World) -> None:
     assert interrupted, "no turn was recorded as interrupted"
 
 
-@then("nothing from before the restart is replayed")
-def nothing_replayed(world: World) -> None:
-    started = [n["params"] for n in world.notifications("turn/started", world.cursors.restart)]
-    assert not started, f"the restarted host started turns of its own: {started}"
-    before = world.cursors.provider_restart
-    world.provider.set_fallback(TextReply("Fresh answer."))
-    marker = "A fresh request after the restart."
-    ended = run_prompt(world, marker)
-    assert ended["outcome"] == "completed", ended
-    after = world.provider.requests()[before:]
-    assert len(after) == 1, (
-        f"after the restart the model received {len(after)} requests for one new prompt"
+@then("the session is idle after the restart")
+@verifies("R4.10", "R4.11", "R4.13", "R4.14")
+def idle_after_restart(world: World) -> None:
+    session = need(world.restart_seen.session, "session read after the restart")
+    busy = {k: session[k] for k in ("activeTurnId", "pendingApprovalId", "activeExecutionId")}
+    assert not any(busy.values()), f"the restarted host shows the session busy: {busy}"
+
+
+@then(parsers.parse("the session stayed in {mode} mode"))
+@verifies("R4.13", "R4.14")
+def stayed_in_mode(world: World, mode: str) -> None:
+    expected = {"Agent": "agent", "Plan": "plan"}[mode]
+    session = need(world.restart_seen.session, "session read after the restart")
+    assert session["mode"] == expected, f"after the restart the session is in {session['mode']}"
+    row = world.storage().rows("sessions", "id = ?", (session_id(world),))[0]
+    assert row["mode"] == expected, f"storage shows the session in {row['mode']}"
+
+
+@then(parsers.parse("the session stayed in Agent mode with permission mode {permission}"))
+@verifies("R4.14")
+def stayed_in_agent(world: World, permission: str) -> None:
+    stayed_in_mode(world, "Agent")
+    session = need(world.restart_seen.session, "session read after the restart")
+    assert session["permissionMode"] == permission, (
+        f"after the restart the permission mode is {session['permissionMode']}"
     )
-    last_user = [m for m in after[0].messages if m.get("role") == "user"][-1]
-    assert last_user.get("content") == marker, f"the request was not the new one: {last_user}"
-    kinds = [
-        n["params"]["kind"] for n in world.notifications("turn/started", world.cursors.restart)
-    ]
-    assert kinds == ["prompt"], f"the restarted host started turns {kinds}"
-
-
-@then(parsers.parse('the project file "{path}" has exactly {count:d} line'))
-@then(parsers.parse('the project file "{path}" has exactly {count:d} lines'))
-def file_lines(world: World, path: str, count: int) -> None:
-    lines = (world.workspace / path).read_text(encoding="utf-8").splitlines()
-    assert len(lines) == count, f"{path} has {len(lines)} lines: {lines}"
-
-
-@then("the interrupted approval cannot be approved")
-def cannot_approve(world: World) -> None:
-    approval = world.restart_seen.approvals[-1]
-    outcome = world.attempt(
-        "approval/approve",
-        {
-            "sessionId": session_id(world),
-            "approvalId": approval["approvalId"],
-            "permissionMode": "auto",
-        },
-    )
-    error = outcome.require_error()
-    assert error.canonical == "APPROVAL_NOT_PENDING", error
 
 
 @then("the user can start a new turn in Agent mode")
+@verifies("R4.14")
 def new_agent_turn(world: World) -> None:
-    world.provider.set_fallback(TextReply("Back to work."))
+    world.provider.enqueue(TextReply("Back to work."))
     mark = world.mark()
-    ended = run_prompt(world, "Continue, please.")
-    assert ended["outcome"] == "completed", ended
+    ended = prompt_and_wait(world, "Continue, please.")
+    assert ended["outcome"] == "completed", f"the new turn ended {ended}"
     started = world.notifications("turn/started", mark)
     assert started and started[0]["params"]["mode"] == "agent", started
     assert read_session(world)["mode"] == "agent", "the session was put back into Plan"
 
 
-@then("the database schema is exactly the published v10 schema")
-def published_schema(world: World) -> None:
-    import sqlite3
-
-    from pi_contract import schemas_dir
-
-    fresh = sqlite3.connect(":memory:")
-    fresh.executescript((schemas_dir() / "storage" / "v10.sql").read_text(encoding="utf-8"))
-    expected = fresh.execute(
-        "SELECT type, name, tbl_name, sql FROM sqlite_schema "
-        "WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name"
-    ).fetchall()
-    found = world.storage().schema_dump()
-    assert found == expected, _schema_diff(expected, found)
+@then("the user can ask for a new plan")
+@verifies("R4.13")
+def new_plan_turn(world: World) -> None:
+    script_plan(world, "Second attempt", default_markdown("Second attempt"))
+    ended = prompt_and_wait(world, "Plan it again, please.")
+    assert ended["outcome"] == "completed", f"the new Plan turn ended {ended}"
+    listed = approvals_of(world)
+    assert listed and listed[-1]["status"] == "pending", f"no new plan is pending: {listed}"
+    assert listed[-1]["title"] == "Second attempt", listed[-1]
 
 
-def _schema_diff(expected: list[Any], found: list[Any]) -> str:
-    missing = [row[1] for row in expected if row not in found]
-    extra = [row[1] for row in found if row not in expected]
-    return (
-        f"schema differs from schemas/storage/v10.sql: missing or changed {missing}, extra {extra}"
+# -- checks: nothing is replayed --------------------------------------------------------------
+
+
+@then("nothing from before the restart is replayed")
+@verifies("R4.12")
+def nothing_replayed(world: World) -> None:
+    # The settle point: a new prompt, scripted with exactly one answer, runs to its end.
+    # Whatever the restarted host started on its own before that shows up by then.
+    world.provider.enqueue(TextReply("Fresh answer."))
+    marker = "A fresh request after the restart."
+    ended = prompt_and_wait(world, marker)
+    assert ended["outcome"] == "completed", f"the new turn ended {ended}"
+    since = world.cursors.restart
+    kinds = [n["params"]["kind"] for n in world.notifications("turn/started", since)]
+    assert kinds == ["prompt"], f"the restarted host started turns {kinds}, not just the new one"
+    commands = world.notifications("command/started", since)
+    assert not commands, f"the restarted host ran commands: {commands}"
+    executions = world.notifications("execution/updated", since)
+    assert not executions, f"the restarted host changed executions: {executions}"
+    after = world.provider.requests()[world.cursors.provider_restart :]
+    assert len(after) == 1, (
+        f"after the restart the model received {len(after)} requests for one new prompt"
     )
+    users = [message_text(m) for m in after[0].messages if m.get("role") == "user"]
+    assert users and users[-1] == marker, f"the request was not the new one: {users[-1:]}"
 
 
-@then("no stored column names a boot epoch")
-def no_epoch_column(world: World) -> None:
-    for kind, name, _table, _sql in world.storage().schema_dump():
-        if kind == "table":
-            columns = world.storage().columns(name)
-            named = [c for c in columns if _EPOCH.search(c)]
-            assert not named, f"table {name} has epoch columns {named}"
+@then("the project's log holds the one line the command wrote")
+@verifies("C3")
+def log_once(world: World) -> None:
+    lines = (world.workspace / "log.txt").read_text(encoding="utf-8").splitlines()
+    assert lines == ["once"], f"log.txt holds {lines}: the command ran again"
+    now = snapshot(world.workspace)
+    before = world.restart_seen.workspace_before
+    changed = sorted(k for k in set(now) | set(before) if now.get(k) != before.get(k))
+    assert not changed, f"the project changed after the restart: {changed}"
 
 
-@then("no stored setting names a boot epoch")
-def no_epoch_setting(world: World) -> None:
-    keys = [row["key"] for row in world.storage().rows("settings")]
-    named = [key for key in keys if _EPOCH.search(key)]
-    assert not named, f"settings hold {named}"
+# -- checks: finished work stays as it was --------------------------------------------------
 
 
-@then("no message from the host carries a boot epoch")
-def no_epoch_field(world: World) -> None:
-    def keys(value: Any) -> list[str]:
-        if isinstance(value, dict):
-            return [*value.keys(), *(k for v in value.values() for k in keys(v))]
-        if isinstance(value, list):
-            return [k for v in value for k in keys(v)]
-        return []
+@then("the plan is exactly as it was before the restart")
+@verifies("R4.10")
+def finished_unchanged(world: World) -> None:
+    before = world.restart_seen.approvals_before.get("main", [])
+    assert before, "no approval was listed before the restart"
+    earlier = before[-1]
+    after = {a["approvalId"]: a for a in world.restart_seen.approvals_after.get("main", [])}
+    now = after.get(earlier["approvalId"])
+    assert now == earlier, f"recovery changed a finished plan: before {earlier}, after {now}"
+    stored_before = world.restart_seen.stored_before["plan_approvals"][earlier["approvalId"]]
+    stored_now = tuple(stored_approval(world, earlier["approvalId"]).items())
+    changed = [
+        f"{name}: {was!r} -> {dict(stored_now).get(name)!r}"
+        for name, was in stored_before
+        if dict(stored_now).get(name) != was
+    ]
+    assert not changed, f"recovery changed the stored record of a finished plan: {changed}"
 
-    messages = world.host_messages()
-    assert messages, "the host sent nothing"
-    named = sorted({k for m in messages for k in keys(m) if _EPOCH.search(k)})
-    assert not named, f"host messages carry {named}"
+
+@then("the other session's plan is interrupted")
+@verifies("R4.10")
+def other_interrupted(world: World) -> None:
+    listed = world.restart_seen.approvals_after.get("other", [])
+    assert listed, "after the restart the host lists no approval for the other session"
+    approval = listed[-1]
+    assert approval["status"] == "interrupted", (
+        f"the other session's pending plan is {approval['status']} after the restart"
+    )
+    assert approval["statusCode"] == INTERRUPTED_CODE, approval
+    stored = _stored_at_first_answer(world, approval["approvalId"])
+    assert stored["status"] == "interrupted", stored
+
+
+# -- one host per data dir (P17) --------------------------------------------------------------
+
+
+def _data_dir_files(data_dir: Path) -> dict[str, str]:
+    # The shared-memory index changes whenever anyone reads; it holds no data of its own.
+    files = snapshot(data_dir)
+    return {name: digest for name, digest in files.items() if not name.endswith("-shm")}
+
+
+@when("a second host starts on the same data directory")
+def second_host(world: World) -> None:
+    world.provider.set_fallback(None)  # a request from either host must be one scripted
+    second = SecondHost(files_before=_data_dir_files(world.data_dir))
+    host = world.driver.start(world.data_dir)
+    client = HostClient(host, world.timeout)
+    try:
+        client.initialize()
+        second.served = True
+    except HostStoppedError:
+        second.served = False
+    finally:
+        status = host.stop(timeout=world.timeout)
+        client.close()
+    second.lines = list(client.received)
+    second.exit_status = status
+    if isinstance(host, ReportsExit) and status is None:
+        second.exit_status = host.exit_status(0.0)
+    second.stderr = host.stderr_text()
+    world.second_host = second
+
+
+@then(parsers.parse("the second host refuses to start with {code}"))
+@verifies("P17")
+def second_refused(world: World, code: str) -> None:
+    second = need(world.second_host, "second host")
+    assert not second.served, "the second host served requests on a data directory in use"
+    errors = [m for m in second.lines if isinstance(m, dict) and "error" in m]
+    codes = [(m["error"].get("data") or {}).get("code") for m in errors]
+    assert codes == [code], f"the second host reported {codes or 'nothing'} on stdout"
+    assert errors[0].get("id", "absent") is None, f"the refusal carries id {errors[0].get('id')}"
+    assert second.exit_status not in (0, None), f"the second host exited {second.exit_status}"
+
+
+@then("the second host changed nothing in the data directory")
+@verifies("P17")
+def second_changed_nothing(world: World) -> None:
+    second = need(world.second_host, "second host")
+    now = _data_dir_files(world.data_dir)
+    before = second.files_before
+    changed = sorted(k for k in set(now) | set(before) if now.get(k) != before.get(k))
+    assert not changed, f"the refused host changed the data directory: {changed}"
+
+
+@then("the first host still serves, with the plan still awaiting approval")
+@verifies("P17")
+def first_undisturbed(world: World) -> None:
+    listed = approvals_of(world)
+    assert listed and listed[-1]["status"] == "pending", (
+        f"the first host's plan is {listed[-1]['status'] if listed else 'gone'}: "
+        "the second host interrupted it"
+    )
+    with blame("P17"):
+        assert stored_approval(world, listed[-1]["approvalId"])["status"] == "pending"
+    created = world.rpc.request(
+        "session/create",
+        {
+            "workspaceRoot": str(world.workspace),
+            "provider": {"baseUrl": world.provider.base_url, "model": "mock-model"},
+        },
+    )["session"]
+    stored = world.storage().rows("sessions", "id = ?", (created["sessionId"],))
+    assert stored, "the first host could no longer write its database"

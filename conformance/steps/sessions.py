@@ -1,14 +1,25 @@
-"""Steps about creating, reading and configuring sessions."""
+"""Steps about creating, reading and configuring sessions, and the provider key (§1, §5, P21).
+
+Every change is read back twice: over the protocol (``session/get``) and in storage (the
+``sessions`` row), so a host that answers well but stores otherwise is caught.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Any, Final
 
 from pytest_bdd import given, parsers, then, when
 
-from conformance.world import Outcome, World
+from conformance.blame import verifies
+from conformance.capabilities import Unverified
+from conformance.drivers import DUMMY_API_KEY
+from conformance.mock_provider import TextReply
+from conformance.world import Outcome, World, need
 
 MODES = {"Agent": "agent", "Plan": "plan"}
+SETTINGS: Final = ("mode", "permissionMode", "provider", "shellId")
+STORED_SETTINGS: Final = ("mode", "permission_mode", "provider_base_url", "model", "shell_id")
 
 
 def _create(world: World, alias: str, **params: Any) -> Outcome:
@@ -33,6 +44,65 @@ def read_session(world: World, alias: str = "main") -> dict[str, Any]:
     return session
 
 
+def stored_session(world: World, alias: str = "main") -> dict[str, Any]:
+    """The session's row in storage."""
+    rows = world.storage().rows("sessions", "id = ?", (session_id(world, alias),))
+    assert len(rows) == 1, f"found {len(rows)} stored sessions with the id of {alias!r}"
+    return rows[0]
+
+
+def configuration(session: dict[str, Any]) -> dict[str, Any]:
+    """The settings of a protocol ``Session``."""
+    return {key: session.get(key) for key in SETTINGS}
+
+
+def stored_configuration(row: dict[str, Any]) -> dict[str, Any]:
+    """The settings of a stored ``sessions`` row."""
+    return {key: row.get(key) for key in STORED_SETTINGS}
+
+
+def remember_configuration(world: World, alias: str = "main") -> None:
+    """Keep the session's settings, over the protocol and in storage, before a change that
+    must be refused."""
+    world.boundary.configuration_before = configuration(read_session(world, alias))
+    world.boundary.stored_before = stored_configuration(stored_session(world, alias))
+
+
+def prompt(world: World, text: str, alias: str = "main") -> str:
+    """Prompt a session; the turn it starts belongs to that session, whatever the host's
+    notifications say later."""
+    world.cursors.turn = world.mark()
+    world.cursors.provider_turn = len(world.provider.requests())
+    world.boundary.provider_mark = world.cursors.provider_turn
+    turn_id = str(
+        world.rpc.request("session/prompt", {"sessionId": session_id(world, alias), "text": text})[
+            "turnId"
+        ]
+    )
+    world.boundary.turn_owner[turn_id] = session_id(world, alias)
+    world.boundary.turn_of[alias] = turn_id
+    return turn_id
+
+
+def wait_turn_end(world: World, turn_id: str, since: int = 0) -> dict[str, Any]:
+    """The ``turn/ended`` of ``turn_id``."""
+    ended = world.wait_for("turn/ended", lambda p: p["turnId"] == turn_id, since=since)
+    world.last_turn_end = ended
+    return ended
+
+
+def converse(world: World, text: str, alias: str = "main") -> dict[str, Any]:
+    """Prompt a session and wait until its turn completed (the replies are scripted)."""
+    since = world.mark()
+    turn_id = prompt(world, text, alias)
+    ended = wait_turn_end(world, turn_id, since)
+    assert ended["outcome"] == "completed", f"the turn ended {ended['outcome']}: {ended}"
+    return ended
+
+
+# -- creating sessions --------------------------------------------------------------------
+
+
 @given("a session for the project")
 @when("the user creates a session for the project")
 def create_session(world: World) -> None:
@@ -43,6 +113,13 @@ def create_session(world: World) -> None:
 @given(parsers.parse("a session for the project in {mode} mode"))
 def create_session_in_mode(world: World, mode: str) -> None:
     _create(world, "main", mode=MODES[mode]).require_result()
+
+
+@given(parsers.parse("a session for another project in {mode} mode"))
+def create_earlier_session(world: World, mode: str) -> None:
+    earlier = world.workspace.parent / "earlier-project"
+    earlier.mkdir(exist_ok=True)
+    _create(world, "earlier", workspaceRoot=str(earlier), mode=MODES[mode]).require_result()
 
 
 @given("a session without a project in Plan mode")
@@ -60,17 +137,15 @@ def create_session_without_project(world: World) -> None:
     _create(world, "main", workspaceRoot=None).require_result()
 
 
+def _unchecked(world: World, method: str, params: dict[str, Any]) -> Outcome:
+    message = {"jsonrpc": "2.0", "id": world.rpc.next_id(), "method": method, "params": params}
+    world.outcome = Outcome.from_response(method, world.rpc.call_message(message, check=False))
+    return world.outcome
+
+
 @when(parsers.parse('the user tries to create a session in a mode called "{mode}"'))
 def create_session_unknown_mode(world: World, mode: str) -> None:
-    message = {
-        "jsonrpc": "2.0",
-        "id": "unknown-mode",
-        "method": "session/create",
-        "params": {"workspaceRoot": str(world.workspace), "mode": mode},
-    }
-    world.outcome = Outcome.from_response(
-        "session/create", world.rpc.call_message(message, check=False)
-    )
+    _unchecked(world, "session/create", {"workspaceRoot": str(world.workspace), "mode": mode})
 
 
 @when("the user tries to create a session for a relative workspace path")
@@ -90,9 +165,37 @@ def create_file_root(world: World) -> None:
     _create(world, "main", workspaceRoot=str(target))
 
 
+# -- configuring sessions -----------------------------------------------------------------
+
+
 @when(parsers.parse("the user switches the session to {mode} mode"))
 def switch_mode(world: World, mode: str) -> None:
     world.attempt("session/configure", {"sessionId": session_id(world), "mode": MODES[mode]})
+
+
+@when(parsers.parse('the user tries to switch the session to a mode called "{mode}"'))
+def switch_to_unknown_mode(world: World, mode: str) -> None:
+    remember_configuration(world)
+    _unchecked(world, "session/configure", {"sessionId": session_id(world), "mode": mode})
+
+
+@when(parsers.parse("the user requests one change of {change}"))
+def one_invalid_change(world: World, change: str) -> None:
+    provider = {"baseUrl": world.provider.base_url, "model": "another-model"}
+    changes: dict[str, dict[str, Any]] = {
+        "the mode together with an unknown permission mode": {
+            "mode": "plan",
+            "permissionMode": "everything",
+        },
+        "the model together with an unknown mode": {"provider": provider, "mode": "review"},
+        "the permission mode together with a malformed shell": {
+            "permissionMode": "auto",
+            "shellId": 42,
+        },
+    }
+    assert change in changes, f"no change called {change!r}"
+    remember_configuration(world)
+    _unchecked(world, "session/configure", {"sessionId": session_id(world), **changes[change]})
 
 
 @when(parsers.parse("the user sets the session's permission mode to {mode}"))
@@ -113,12 +216,72 @@ def select_model(world: World, model: str) -> None:
 
 @when(parsers.parse('the user selects a shell called "{shell}" for the session'))
 def select_shell(world: World, shell: str) -> None:
+    remember_configuration(world)
     world.attempt("session/configure", {"sessionId": session_id(world), "shellId": shell})
+
+
+def other_shell(world: World, current: str | None) -> str:
+    """A shell of the host's catalog other than ``current``; unverified when there is none."""
+    shells = [s["shellId"] for s in world.rpc.request("shell/list", {})["shells"]]
+    others = [s for s in shells if s != current]
+    if not others:
+        raise Unverified("shell:any", "the host's shell catalog offers no shell to select")
+    return str(others[0])
+
+
+def new_setting(world: World, setting: str, alias: str = "main") -> dict[str, Any]:
+    """Params that change ``setting`` of the session to a value it does not have yet."""
+    current = read_session(world, alias)
+    provider = current.get("provider") or {}
+    base_url = world.provider.base_url
+    if setting == "mode":
+        return {"mode": "plan" if current["mode"] == "agent" else "agent"}
+    if setting == "permission mode":
+        return {"permissionMode": "auto" if current["permissionMode"] != "auto" else "ask"}
+    if setting == "model":
+        model = "another-model" if provider.get("model") != "another-model" else "mock-model"
+        return {"provider": {"baseUrl": provider.get("baseUrl") or base_url, "model": model}}
+    if setting == "provider":
+        moved = base_url.replace("127.0.0.1", "localhost")
+        url = moved if provider.get("baseUrl") != moved else base_url
+        return {"provider": {"baseUrl": url, "model": provider.get("model") or "mock-model"}}
+    if setting == "shell":
+        return {"shellId": other_shell(world, current.get("shellId"))}
+    raise AssertionError(f"no setting called {setting!r}")
+
+
+@when(parsers.parse("the user changes the {setting} of the session"))
+def change_setting(world: World, setting: str) -> None:
+    changes = new_setting(world, setting)
+    world.boundary.changed_to = changes
+    world.attempt("session/configure", {"sessionId": session_id(world), **changes})
+
+
+_STORED_AS: Final = {"mode": "mode", "permissionMode": "permission_mode", "shellId": "shell_id"}
+
+
+@then(parsers.parse("the session has the new {setting}"))
+def has_new_setting(world: World, setting: str) -> None:
+    world.outcome.require_result()
+    changes = world.boundary.changed_to
+    now = read_session(world)
+    row = stored_session(world)
+    for key, value in changes.items():
+        assert now.get(key) == value, f"the host reports {key} {now.get(key)!r}, not {value!r}"
+        if key == "provider":
+            stored = {"baseUrl": row["provider_base_url"], "model": row["model"]}
+            assert stored == value, f"the stored provider is {stored}, not {value}"
+        else:
+            column = _STORED_AS[key]
+            assert row[column] == value, f"the stored {column} is {row[column]!r}, not {value!r}"
 
 
 @when("the user asks for a session that does not exist")
 def get_missing_session(world: World) -> None:
     world.attempt("session/get", {"sessionId": "no-such-session"})
+
+
+# -- reading sessions back ----------------------------------------------------------------
 
 
 @then(parsers.parse("the session is in {mode} mode"))
@@ -166,11 +329,154 @@ def listed(world: World) -> None:
 
 @then("the session is stored in the database")
 def stored(world: World) -> None:
-    rows = world.storage().rows("sessions", "id = ?", (session_id(world),))
-    assert len(rows) == 1, f"found {len(rows)} stored sessions with that id"
+    stored_session(world)
+
+
+@then("the session is stored in the database as it was reported")
+def stored_as_reported(world: World) -> None:
+    session = read_session(world)
+    row = stored_session(world)
+    provider = session.get("provider") or {}
+    expected = {
+        "mode": session["mode"],
+        "permission_mode": session["permissionMode"],
+        "workspace_root": session["workspaceRoot"],
+        "provider_base_url": provider.get("baseUrl"),
+        "model": provider.get("model"),
+        "shell_id": session["shellId"],
+        "created_at": session["createdAt"],
+    }
+    found = {key: row.get(key) for key in expected}
+    assert found == expected, f"stored {found}, the host reports {expected}"
 
 
 @then("no session was created")
 def none_created(world: World) -> None:
     sessions = world.rpc.request("session/list", {})["sessions"]
     assert sessions == [], f"the host created {sessions}"
+    rows = world.storage().rows("sessions")
+    assert rows == [], f"the host stored sessions: {rows}"
+
+
+@then("the session's configuration is unchanged")
+def configuration_unchanged(world: World) -> None:
+    before = need(world.boundary.configuration_before, "configuration before the change")
+    stored_before = need(world.boundary.stored_before, "stored configuration before the change")
+    now = configuration(read_session(world))
+    assert now == before, f"the refused change took effect: before {before}, now {now}"
+    stored_now = stored_configuration(stored_session(world))
+    assert stored_now == stored_before, (
+        f"the refused change was stored: before {stored_before}, now {stored_now}"
+    )
+
+
+# -- one agent (R1.3) ---------------------------------------------------------------------
+
+FIRST_QUESTION: Final = "Which modules does the project have?"
+FIRST_ANSWER: Final = "The project has a parser module and a printer module."
+
+
+@given("the user had a first exchange with the agent")
+def first_exchange(world: World) -> None:
+    world.provider.enqueue(TextReply(FIRST_ANSWER))
+    converse(world, FIRST_QUESTION)
+    world.boundary.first_exchange = (FIRST_QUESTION, FIRST_ANSWER)
+
+
+@when("the user continues the conversation")
+def continue_conversation(world: World) -> None:
+    world.provider.enqueue(TextReply("Then the printer module changes first."))
+    converse(world, "Which one should change first?")
+
+
+def _texts(content: Any) -> str:
+    """The text of a Chat Completions message content: a string or an array of parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+@then("the model was shown the first exchange")
+@verifies("R1.3")
+def shown_first_exchange(world: World) -> None:
+    question, answer = need(world.boundary.first_exchange, "first exchange")
+    requests = world.provider.requests()[world.boundary.provider_mark :]
+    assert requests, "the host made no request to the model provider"
+    messages = requests[0].messages
+    users = [_texts(m.get("content")) for m in messages if m.get("role") == "user"]
+    assistants = [_texts(m.get("content")) for m in messages if m.get("role") == "assistant"]
+    assert any(question in text for text in users), (
+        f"the model was not shown the earlier question; user messages: {users}"
+    )
+    assert any(answer in text for text in assistants), (
+        f"the model was not shown its earlier answer; assistant messages: {assistants}"
+    )
+
+
+@then("the session is still the only session, with the same identity")
+@verifies("R1.3")
+def same_identity(world: World) -> None:
+    sessions = world.rpc.request("session/list", {})["sessions"]
+    ids = [s["sessionId"] for s in sessions]
+    assert ids == [session_id(world)], f"sessions after the switch: {ids}"
+    rows = world.storage().rows("sessions")
+    assert [r["id"] for r in rows] == [session_id(world)], f"stored sessions: {rows}"
+
+
+@then("the stored conversation of the session holds both exchanges")
+@verifies("R1.3")
+def both_exchanges_stored(world: World) -> None:
+    question, answer = need(world.boundary.first_exchange, "first exchange")
+    entries = world.rpc.request("session/transcript", {"sessionId": session_id(world)})["entries"]
+    told = " ".join(str(entry.get("content")) for entry in entries)
+    for text in (question, answer, "Which one should change first?"):
+        assert text in told, f"the session's transcript lost {text!r}: {entries}"
+    rows = world.storage().rows("transcript", "session_id = ?", (session_id(world),))
+    stored = " ".join(str(row["content"]) for row in rows)
+    for text in (question, answer, "Which one should change first?"):
+        assert text in stored, f"the stored transcript lost {text!r}"
+
+
+# -- the provider key (P21) ---------------------------------------------------------------
+
+
+@when("the user talks to the agent")
+def talk(world: World) -> None:
+    converse(world, "Please take a look at the project.")
+
+
+@then("every request to the model provider carried the key as a bearer token")
+@verifies("P21")
+def key_as_bearer(world: World) -> None:
+    requests = world.provider.requests()
+    assert requests, "the host made no request to the model provider"
+    expected = f"Bearer {DUMMY_API_KEY}"
+    for request in requests:
+        assert request.authorization == expected, (
+            f"a provider request carried Authorization {request.authorization!r}, "
+            "not the key of OPENAI_API_KEY as a bearer token"
+        )
+
+
+@then("the key appears in no message from the host")
+@verifies("P21")
+def key_not_sent(world: World) -> None:
+    echoed = [
+        line.text
+        for line, _ in world.transcript()
+        if line.direction == "host-to-client" and DUMMY_API_KEY in line.text
+    ]
+    assert not echoed, f"the host sent the provider key in a protocol message: {echoed[0][:300]}"
+
+
+@then("the key is stored nowhere in the host's data")
+@verifies("P21")
+def key_not_stored(world: World) -> None:
+    found = [p.name for p in _files(world.data_dir) if DUMMY_API_KEY.encode() in p.read_bytes()]
+    assert not found, f"the host stored the provider key in {found}"
+
+
+def _files(root: Path) -> list[Path]:
+    return [p for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()]

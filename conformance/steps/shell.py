@@ -1,105 +1,163 @@
-"""Steps about the shell catalog, command output, timeouts and the audit (§5, §7)."""
+"""Steps about shells, streamed command output, the end of a command and its audit
+(§5, §7, Consequences, project rules P19 and P20).
+
+Scenarios name shells by kind ("the POSIX shell", "the bash shell"); the ids are the
+host's, taken from ``shell/list``, and a host without a shell of the kind a scenario needs
+makes it unverified. The machinery lives here, not in the Gherkin: a command waits on a
+named pipe (a FIFO) in the workspace until the harness has looked at it, and a small
+Python program started by the command plays the process it leaves behind (in the
+background, in a session of its own, behind a double fork, ignoring SIGTERM). Processes are
+examined with psutil, so this works on Linux and macOS.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import select
+import shlex
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 from pytest_bdd import given, parsers, then, when
 
-from conformance.mock_provider import ScriptedToolCall, ToolCallsReply
+from conformance.blame import blame, verifies
+from conformance.capabilities import Unverified, shell_of_kind
+from conformance.mock_provider import ScriptedToolCall, StallReply, TextReply, ToolCallsReply
 from conformance.steps.sessions import session_id
-from conformance.world import World
+from conformance.world import World, need
+
+KINDS = {"POSIX": "posix-sh", "bash": "bash"}
+CHUNK_CHARS = 16384
+NOTICE_ALLOWANCE = 1024  # a host's own truncation notice may add this much
+LARGEST_CAP_EXERCISED = 16 * 1024 * 1024
+GONE_GRACE_S = 2.0  # a killed process takes a moment to disappear from the process table
+SETTINGS_KEY = "default_shell_id"
+
+# The process a command leaves behind. It reports its pid through the FIFO named by its
+# second argument, then lives on until something ends it.
+LEAVER = r"""
+import os, signal, sys, time
+mode, ready = sys.argv[1], sys.argv[2]
+if mode == "ignoring-term":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+if mode == "own-session":
+    os.setsid()
+if mode == "double-fork":
+    if os.fork():
+        os._exit(0)
+    os.setsid()
+    if os.fork():
+        os._exit(0)
+with open(ready, "w") as fifo:
+    fifo.write(f"{os.getpid()}\n")
+time.sleep(3600)
+"""
+LEFT_BEHIND = {
+    "in the background": "background",
+    "in a session of its own": "own-session",
+    "behind a double fork": "double-fork",
+    "ignoring requests to stop": "ignoring-term",
+}
+NAMED_COMMANDS = {
+    "writes to both streams and exits with code 3": (
+        "echo 'out 1'; echo 'err 1' >&2; echo 'out 2'; exit 3"
+    ),
+    "prints a line longer than 64 KiB": "head -c 70000 /dev/zero | tr '\\0' b; echo",
+    "prints bytes that are not UTF-8": "printf '\\377ok\\n'",
+}
+
+
+# -- helpers --------------------------------------------------------------------------------
 
 
 def _catalog(world: World) -> dict[str, Any]:
-    return world.rpc.request("shell/list", {})
+    catalog: dict[str, Any] = world.rpc.request("shell/list", {})
+    return catalog
 
 
-@given(parsers.parse("the machine has the shell {shell}"))
-def machine_has(world: World, shell: str) -> None:
-    ids = [s["shellId"] for s in _catalog(world)["shells"]]
-    assert shell in ids, f"the host's shell catalog {ids} lacks {shell}; this scenario needs it"
+def _shell(world: World, label: str) -> dict[str, Any]:
+    """The host's shell of the kind ``label`` names; unverified when it has none."""
+    return shell_of_kind(world, KINDS[label])
 
 
-@given(parsers.parse("the user made {shell} the default shell"))
-@when(parsers.parse("the user makes {shell} the default shell"))
-def make_default(world: World, shell: str) -> None:
-    world.attempt("shell/setDefault", {"shellId": shell})
+def _gate(world: World, name: str) -> Path:
+    """A named pipe in the workspace that a command waits on."""
+    path = world.workspace / name
+    os.mkfifo(path)
+    return path
 
 
-@when(parsers.parse('the user tries to make "{shell}" the default shell'))
-def make_unknown_default(world: World, shell: str) -> None:
-    world.attempt("shell/setDefault", {"shellId": shell})
+def _release(world: World, gate: Path) -> None:
+    """Let a command waiting on ``gate`` go on, whether it already waits or is about to.
+
+    The word is written into the pipe through a descriptor that stays open (for reading
+    and writing, so opening never blocks) until the turn ends: closed any earlier, a word
+    written before the command opened the pipe would be lost, and the command would wait
+    for ever.
+    """
+    fd = os.open(gate, os.O_RDWR | os.O_NONBLOCK)
+    world.commands.open_gates.append(fd)
+    os.write(fd, b"go\n")
 
 
-@then(parsers.parse("the default shell is {shell}"))
-def default_is(world: World, shell: str) -> None:
-    found = _catalog(world)["defaultShellId"]
-    assert found == shell, f"the default shell is {found}"
+def _start(
+    world: World, command: str, *, timeout_ms: int | None = None, finish: bool = True
+) -> str:
+    """Script a Bash call of ``command`` (and, with ``finish``, the answer after its
+    result), prompt the session, and return the turn's id without waiting for it."""
+    arguments: dict[str, Any] = {"command": command}
+    if timeout_ms is not None:
+        arguments["timeout_ms"] = timeout_ms
+    world.provider.enqueue(ToolCallsReply((ScriptedToolCall("Bash", arguments),)))
+    if finish:
+        world.provider.enqueue(TextReply("The command is done."))
+    world.cursors.turn = world.mark()
+    world.cursors.provider_turn = len(world.provider.requests())
+    turn_id = str(
+        world.rpc.request("session/prompt", {"sessionId": session_id(world), "text": "Run it."})[
+            "turnId"
+        ]
+    )
+    world.commands.turn_id = turn_id
+    return turn_id
 
 
-@then("every shell in the catalog has a stable id and an absolute path")
-def catalog_entries(world: World) -> None:
-    shells = _catalog(world)["shells"]
-    assert shells, "the catalog is empty"
-    ids = [s["shellId"] for s in shells]
-    assert len(ids) == len(set(ids)), f"duplicate ids: {ids}"
-    for shell in shells:
-        assert shell["path"].startswith("/"), shell
-    again = [s["shellId"] for s in _catalog(world)["shells"]]
-    assert again == ids, "the catalog changed between two reads"
+def _turn_id(world: World) -> str:
+    return need(world.commands.turn_id, "turn that runs the command")
 
 
-@given(parsers.parse("the session uses the shell {shell}"))
-def session_shell(world: World, shell: str) -> None:
-    world.rpc.request("session/configure", {"sessionId": session_id(world), "shellId": shell})
+def _turn_end(world: World) -> dict[str, Any]:
+    turn_id = _turn_id(world)
+    ended = world.wait_for("turn/ended", lambda p: p["turnId"] == turn_id, since=world.cursors.turn)
+    world.last_turn_end = ended
+    while world.commands.open_gates:
+        os.close(world.commands.open_gates.pop())
+    return ended
 
 
-@given(parsers.parse('the model will run the command "{command}" with a timeout of {ms:d} ms'))
-def model_runs_with_timeout(world: World, command: str, ms: int) -> None:
-    world.provider.enqueue(
-        ToolCallsReply((ScriptedToolCall("Bash", {"command": command, "timeout_ms": ms}),))
+def _started(world: World) -> dict[str, Any]:
+    turn_id = _turn_id(world)
+    return world.wait_for(
+        "command/started", lambda p: p["turnId"] == turn_id, since=world.cursors.turn
     )
 
 
-@when(parsers.parse('the command has printed "{text}"'))
-def printed(world: World, text: str) -> None:
-    since = world.cursors.turn
-    world.wait_for("command/output", lambda p: text in p["text"], since=since)
-
-
-@when("the command has printed its background process id")
-def printed_pid(world: World) -> None:
-    since = world.cursors.turn
-    world.wait_for(
-        "command/output",
-        lambda p: p["stream"] == "stdout" and p["text"].strip().isdigit(),
-        since=since,
+def _exited(world: World) -> dict[str, Any]:
+    command_id = _started(world)["commandId"]
+    return world.wait_for(
+        "command/exited", lambda p: p["commandId"] == command_id, since=world.cursors.turn
     )
-
-
-@when(parsers.parse("{seconds:d} seconds pass"))
-def seconds_pass(world: World, seconds: int) -> None:
-    world.rpc.request("conformance/clock/advance", {"ms": seconds * 1000})
-
-
-def _exit(world: World) -> dict[str, Any]:
-    since = world.cursors.turn
-    return world.wait_for("command/exited", since=since)
 
 
 def _chunks(world: World) -> list[dict[str, Any]]:
-    """The output notifications of the command that exited, in arrival order."""
-    exited = _exit(world)
-    since = world.cursors.turn
+    """The command's output notifications, in arrival order, once it has exited."""
+    command_id = _exited(world)["commandId"]
     return [
         n["params"]
-        for n in world.notifications("command/output", since)
-        if n["params"]["commandId"] == exited["commandId"]
+        for n in world.notifications("command/output", world.cursors.turn)
+        if n["params"]["commandId"] == command_id
     ]
 
 
@@ -107,109 +165,499 @@ def _output(world: World, stream: str) -> str:
     return "".join(c["text"] for c in _chunks(world) if c["stream"] == stream)
 
 
-@then(parsers.parse("the command ran in the shell {shell}"))
-def ran_in(world: World, shell: str) -> None:
-    since = world.cursors.turn
-    started = world.wait_for("command/started", since=since)
-    assert started["shellId"] == shell, f"the command ran in {started['shellId']}"
-    path = next(s["path"] for s in _catalog(world)["shells"] if s["shellId"] == shell)
-    reported = _output(world, "stdout").strip()
-    assert os.path.realpath(reported) == os.path.realpath(path), (
-        f"the process ran {reported}, the catalog says {shell} is {path}"
+def _wait_output(world: World, text: str) -> dict[str, Any]:
+    turn_id = _turn_id(world)
+    command_id = world.wait_for(
+        "command/started", lambda p: p["turnId"] == turn_id, since=world.cursors.turn
+    )["commandId"]
+    return world.wait_for(
+        "command/output",
+        lambda p: p["commandId"] == command_id and text in p["text"],
+        since=world.cursors.turn,
     )
 
 
+def _cap(world: World) -> int:
+    cap = int(world.capabilities()["maxCommandOutputBytes"])
+    if cap > LARGEST_CAP_EXERCISED:
+        raise Unverified(
+            "maxCommandOutputBytes",
+            f"the announced output cap of {cap} bytes is larger than the suite exercises "
+            f"({LARGEST_CAP_EXERCISED} bytes)",
+        )
+    return cap
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+# -- the catalog and the default shell ----------------------------------------------------
+
+
+@then("every shell in the catalog has a stable id, an absolute path and a kind")
+@verifies("R7.6")
+def catalog_entries(world: World) -> None:
+    catalog = _catalog(world)
+    shells = catalog["shells"]
+    assert shells, "the catalog is empty"
+    ids = [s["shellId"] for s in shells]
+    assert len(ids) == len(set(ids)), f"duplicate ids: {ids}"
+    for shell in shells:
+        assert Path(shell["path"]).is_absolute(), f"{shell['shellId']} has the path {shell['path']}"
+        assert os.access(shell["path"], os.X_OK), f"{shell['path']} is not an executable file"
+    assert catalog["defaultShellId"] in ids, f"the default {catalog['defaultShellId']} is unknown"
+    assert _catalog(world)["shells"] == shells, "the catalog changed between two reads"
+
+
+@given(parsers.parse("the user made the {label} shell the default shell"))
+def make_default(world: World, label: str) -> None:
+    shell = _shell(world, label)
+    world.commands.default_before = _catalog(world)["defaultShellId"]
+    result = world.rpc.request("shell/setDefault", {"shellId": shell["shellId"]})
+    assert result["defaultShellId"] == shell["shellId"], result
+    world.commands.chosen_default = shell
+
+
+@given("the user chose a new default shell")
+def choose_new_default(world: World) -> None:
+    current = _catalog(world)["defaultShellId"]
+    for label in KINDS:
+        try:
+            shell = _shell(world, label)
+        except Unverified:
+            continue
+        if shell["shellId"] != current:
+            world.commands.default_before = current
+            world.rpc.request("shell/setDefault", {"shellId": shell["shellId"]})
+            world.commands.chosen_default = shell
+            return
+    raise Unverified("shell:posix-sh", "the host has no POSIX or bash shell besides its default")
+
+
+@when(parsers.parse('the user tries to make "{shell}" the default shell'))
+def make_unknown_default(world: World, shell: str) -> None:
+    world.commands.default_before = _catalog(world)["defaultShellId"]
+    world.attempt("shell/setDefault", {"shellId": shell})
+
+
+@then("the chosen default shell is still the default")
+@verifies("R7.6")
+def default_kept(world: World) -> None:
+    chosen = need(world.commands.chosen_default, "chosen default shell")
+    found = _catalog(world)["defaultShellId"]
+    assert found == chosen["shellId"], f"after the restart the default shell is {found}"
+    rows = world.storage().rows("settings", "key = ?", (SETTINGS_KEY,))
+    assert rows and rows[0]["value"] == chosen["shellId"], (
+        f"settings hold {SETTINGS_KEY} = {rows[0]['value'] if rows else 'nothing'}"
+    )
+
+
+@then("the default shell is unchanged")
+@verifies("R7.6")
+def default_unchanged(world: World) -> None:
+    found = _catalog(world)["defaultShellId"]
+    assert found == world.commands.default_before, f"the default shell became {found}"
+
+
+@given(
+    parsers.parse("a session for the project with permission mode auto, using the {label} shell")
+)
+def session_with_shell(world: World, label: str) -> None:
+    shell = _shell(world, label)
+    world.sessions["main"] = world.rpc.request(
+        "session/create",
+        {
+            "workspaceRoot": str(world.workspace),
+            "permissionMode": "auto",
+            "shellId": shell["shellId"],
+            "provider": {"baseUrl": world.provider.base_url, "model": "mock-model"},
+        },
+    )["session"]
+    assert world.sessions["main"]["shellId"] == shell["shellId"], world.sessions["main"]
+
+
+# -- which shell ran the command ----------------------------------------------------------------
+
+
+def reveal_shell(world: World) -> None:
+    """Run a command that waits until the harness has seen which program its shell is."""
+    gate = _gate(world, ".gate-shell")
+    _start(world, 'echo "SHELL $$"; read answer < .gate-shell')
+    line = _wait_output(world, "SHELL ")["text"]
+    pid = int(line.split("SHELL ", 1)[1].split()[0])
+    try:
+        world.commands.executable = os.path.realpath(psutil.Process(pid).exe())
+    except psutil.Error as error:
+        world.commands.executable = f"unknown ({error})"
+    finally:
+        _release(world, gate)
+    _turn_end(world)
+
+
+def _distinct(world: World) -> None:
+    programs = {os.path.realpath(_shell(world, label)["path"]) for label in KINDS}
+    if len(programs) < len(KINDS):
+        raise Unverified(
+            "shell:distinct",
+            f"the host's POSIX and bash shells are the same program ({programs.pop()}): the "
+            "suite cannot tell which of them ran a command",
+        )
+
+
+@then(parsers.parse("the command ran in the {label} shell"))
+@verifies("R7.3", "R7.6")
+def ran_in(world: World, label: str) -> None:
+    _distinct(world)
+    shell = _shell(world, label)
+    started = _started(world)
+    assert started["shellId"] == shell["shellId"], (
+        f"the command was announced in {started['shellId']}, not in {shell['shellId']}"
+    )
+    expected = os.path.realpath(shell["path"])
+    assert world.commands.executable == expected, (
+        f"the process ran {world.commands.executable}, the catalog says "
+        f"{shell['shellId']} is {shell['path']}"
+    )
+
+
+@then("a command now runs in the chosen default shell")
+@verifies("R7.6")
+def runs_in_default(world: World) -> None:
+    chosen = need(world.commands.chosen_default, "chosen default shell")
+    world.sessions["main"] = world.rpc.request(
+        "session/create",
+        {
+            "workspaceRoot": str(world.workspace),
+            "permissionMode": "auto",
+            "provider": {"baseUrl": world.provider.base_url, "model": "mock-model"},
+        },
+    )["session"]
+    reveal_shell(world)
+    started = _started(world)
+    assert started["shellId"] == chosen["shellId"], (
+        f"after the restart a command ran in {started['shellId']}, not in the default "
+        f"{chosen['shellId']}"
+    )
+    assert world.commands.executable == os.path.realpath(chosen["path"]), (
+        f"the process ran {world.commands.executable}, not {chosen['path']}"
+    )
+
+
+# -- output ---------------------------------------------------------------------------------------
+
+
+def prints_then_waits(world: World) -> None:
+    """Run a command that prints a line, then waits until the harness has seen it."""
+    gate = _gate(world, ".gate-stream")
+    _start(world, "echo first; read answer < .gate-stream; echo second")
+    try:
+        note = _wait_output(world, "first")
+    except TimeoutError:
+        world.commands.ran_while_running = False  # nothing came while the command waited
+    else:
+        ended = world.notifications("command/exited", world.cursors.turn)
+        world.commands.ran_while_running = not any(
+            n["params"]["commandId"] == note["commandId"] for n in ended
+        )
+    finally:
+        _release(world, gate)
+    _turn_end(world)
+
+
+@then("the line arrived while the command was still running")
+@verifies("R7.3")
+def arrived_while_running(world: World) -> None:
+    assert world.commands.ran_while_running is not False, (
+        "the command's first line arrived only after the command had ended"
+    )
+    assert _output(world, "stdout") == "first\nsecond\n", repr(_output(world, "stdout"))
+
+
+@when(parsers.parse("the model runs a command that {does}"))
+def runs_named(world: World, does: str) -> None:
+    if does in NAMED_COMMANDS:
+        _start(world, NAMED_COMMANDS[does])
+        _turn_end(world)
+    elif does == "reveals its shell":
+        reveal_shell(world)
+    elif does == "prints a line and then waits":
+        prints_then_waits(world)
+    elif does.startswith("leaves a process "):
+        _leave_behind(world, does)
+    else:
+        raise AssertionError(f"no command is named {does!r}")
+
+
 @then("its output streamed in order with stdout and stderr apart")
+@verifies("P20")
 def streamed_in_order(world: World) -> None:
     chunks = _chunks(world)
-    since = world.cursors.turn
     seqs = [c["seq"] for c in chunks]
     assert seqs == list(range(len(seqs))), f"output sequence numbers: {seqs}"
     assert _output(world, "stdout") == "out 1\nout 2\n", repr(_output(world, "stdout"))
     assert _output(world, "stderr") == "err 1\n", repr(_output(world, "stderr"))
-    started = world.notifications("command/started", since)
-    assert started, "no command/started notification"
-    first_output = world.notifications("command/output", since)[0]
-    assert first_output["params"]["commandId"] == started[0]["params"]["commandId"]
+    started = world.notifications("command/started", world.cursors.turn)
+    first = world.notifications("command/output", world.cursors.turn)[0]
+    assert started and first["params"]["commandId"] == started[0]["params"]["commandId"], (
+        "output arrived before its command was announced"
+    )
 
 
 @then(parsers.parse("the command exited with code {code:d}"))
+@verifies("R7.3")
 def exited_with(world: World, code: int) -> None:
-    exited = _exit(world)
-    assert exited["exitCode"] == code, exited
+    exited = _exited(world)
+    ending = (exited["exitCode"], exited["signal"])
+    assert ending == (code, None), f"the command ended with (exit code, signal) {ending}"
 
 
-@then("the command timed out")
-def timed_out(world: World) -> None:
-    exited = _exit(world)
-    assert exited["timedOut"] is True, exited
-
-
-@then("the command was cancelled")
-def cancelled(world: World) -> None:
-    exited = _exit(world)
-    assert exited["cancelled"] is True, exited
-
-
-@then("no process the command started is still alive")
-def group_gone(world: World) -> None:
-    pids = [int(word) for word in _output(world, "stdout").split() if word.isdigit()]
-    assert pids, "the command did not print the pid of its background process"
-    for pid in pids:
-        _wait_gone(pid, world.timeout)
-
-
-def _wait_gone(pid: int, timeout: float) -> None:
-    """Wait on the process itself (pidfd), not by sleeping, until it has ended."""
-    try:
-        handle = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return
-    try:
-        ready, _, _ = select.select([handle], [], [], timeout)
-        assert ready or _is_zombie(pid), f"process {pid} is still alive after {timeout} s"
-    finally:
-        with contextlib.suppress(OSError):
-            os.close(handle)
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] == "Z"
-
-
-@then("the command's output was truncated")
-def truncated(world: World) -> None:
-    exited = _exit(world)
-    assert exited["truncated"] is True, exited
-
-
-@then(parsers.parse("the command's output is one line of {count:d} characters"))
+@then(parsers.parse("the output is one line of {count:d} characters in chunks of at most 16384"))
+@verifies("P20")
 def long_line(world: World, count: int) -> None:
+    if _cap(world) <= count:
+        raise Unverified(
+            "maxCommandOutputBytes",
+            f"the announced output cap is smaller than the {count + 1} bytes this check prints",
+        )
+    chunks = _chunks(world)
+    sizes = [len(c["text"]) for c in chunks]
+    assert max(sizes) <= CHUNK_CHARS, f"chunks of {max(sizes)} characters"
+    assert [c["seq"] for c in chunks] == list(range(len(chunks))), "chunks out of sequence"
     out = _output(world, "stdout")
-    assert out.endswith("\n") and "\n" not in out[:-1], "the output was split into lines"
-    assert len(out) - 1 == count, f"the line has {len(out) - 1} characters"
+    assert out == "b" * count + "\n", f"the line arrived as {len(out)} characters"
 
 
-@then(parsers.parse('the command\'s output shows a replacement character before "{text}"'))
+@then(parsers.parse('the output shows a replacement character before "{text}"'))
+@verifies("P20")
 def replacement(world: World, text: str) -> None:
     out = _output(world, "stdout")
-    assert "\ufffd" + text in out, repr(out)
+    assert out == "\ufffd" + text + "\n", repr(out)
+
+
+@when(parsers.parse("the model runs a command whose output is {size} the host's output cap"))
+def output_near_cap(world: World, size: str) -> None:
+    cap = _cap(world)
+    length = {"exactly": cap, "one byte over": cap + 1}[size]
+    _start(world, f"head -c {length} /dev/zero | tr '\\0' 7")
+    _turn_end(world)
+
+
+@when("the model runs a command whose two streams together pass the host's output cap")
+def both_streams_over_cap(world: World) -> None:
+    half = _cap(world) // 2 + 64
+    _start(
+        world,
+        f"head -c {half} /dev/zero | tr '\\0' o; head -c {half} /dev/zero | tr '\\0' e >&2",
+    )
+    _turn_end(world)
+
+
+@then("the output was streamed whole and not marked truncated")
+@verifies("P20")
+def streamed_whole(world: World) -> None:
+    cap = _cap(world)
+    exited = _exited(world)
+    assert exited["truncated"] is False, f"output of exactly the cap was marked truncated: {exited}"
+    out = _output(world, "stdout")
+    assert out == "7" * cap, f"{len(out)} characters of {cap} were streamed"
+    assert max(len(c["text"]) for c in _chunks(world)) <= CHUNK_CHARS
+
+
+@then("the output was cut at the cap and marked truncated")
+@verifies("P20")
+def cut_at_cap(world: World) -> None:
+    cap = _cap(world)
+    exited = _exited(world)
+    assert exited["truncated"] is True, f"output past the cap was not marked truncated: {exited}"
+    out = _output(world, "stdout")
+    assert out.startswith("7" * cap), (
+        f"the first {cap} bytes of the output were not streamed ({len(out)} characters arrived)"
+    )
+    notice = out[cap:]
+    assert not notice.startswith("7"), f"output past the announced cap of {cap} bytes was streamed"
+    assert len(notice.encode()) <= NOTICE_ALLOWANCE, f"{len(notice)} characters after the cap"
+    row = world.storage().rows("command_audit", "id = ?", (exited["commandId"],))
+    assert row and row[0]["truncated"] == 1, f"the audit does not record the truncation: {row}"
+
+
+@then("the output of both streams together stayed within the cap")
+@verifies("P20")
+def within_cap(world: World) -> None:
+    cap = _cap(world)
+    exited = _exited(world)
+    assert exited["truncated"] is True, f"the output was not marked truncated: {exited}"
+    streamed = sum(len(c["text"].encode()) for c in _chunks(world))
+    assert streamed <= cap + 2 * NOTICE_ALLOWANCE, (
+        f"{streamed} bytes were streamed, the announced cap is {cap} bytes for both streams"
+    )
+    payload = _output(world, "stdout").count("o") + _output(world, "stderr").count("e")
+    assert payload >= cap - 2 * NOTICE_ALLOWANCE, f"only {payload} bytes of output were streamed"
+
+
+# -- the end of a command (P19) ---------------------------------------------------------------
+
+
+def _leave_behind(world: World, does: str) -> None:
+    """``leaves a process <how> and exits`` or ``... and waits, with a timeout of N ms``."""
+    rest = does.removeprefix("leaves a process ")
+    how, _, then_what = rest.partition(" and ")
+    mode = LEFT_BEHIND[how]
+    ready = f".ready-{mode}"
+    _gate(world, ready)
+    leaver = f"{shlex.quote(sys.executable)} -c {shlex.quote(LEAVER)} {mode} {ready}"
+    command = f'{leaver} & read left < {ready}; echo "LEFT $left"'
+    if then_what == "exits":
+        _start(world, command)
+        return
+    if then_what == "waits":  # until the turn is cancelled: no answer after it is scripted
+        _start(world, command + "; sleep 3600", finish=False)
+    else:
+        timeout = then_what.removeprefix("waits, with a timeout of ").removesuffix(" ms")
+        _start(world, command + "; sleep 3600", timeout_ms=int(timeout))
+    _wait_output(world, "LEFT ")
+
+
+@when(parsers.parse("{seconds:d} seconds pass on the host clock"))
+def seconds_pass(world: World, seconds: int) -> None:
+    world.rpc.request("conformance/clock/advance", {"ms": seconds * 1000})
+
+
+@when("the user cancels the turn that runs the command")
+def cancel_command_turn(world: World) -> None:
+    _wait_output(world, "LEFT ")
+    world.attempt("session/cancel", {"sessionId": session_id(world)})
+    world.outcome.require_result()
+
+
+@then("no process the command started is alive when its turn ends")
+@verifies("P19")
+def nothing_left(world: World) -> None:
+    ended = _turn_end(world)
+    exited = _exited(world)
+    order = [
+        n["method"]
+        for n in world.notifications(None, world.cursors.turn)
+        if (n["method"] == "command/exited" and n["params"]["commandId"] == exited["commandId"])
+        or (n["method"] == "turn/ended" and n["params"]["turnId"] == ended["turnId"])
+    ]
+    assert order == ["command/exited", "turn/ended"], (
+        f"the command's end and its turn's end were announced in the order {order}"
+    )
+    words = _output(world, "stdout").replace("LEFT ", " ").split()
+    pids = [int(word) for word in words if word.isdigit()]
+    assert pids, "the command did not report the process it left behind"
+    deadline = time.monotonic() + GONE_GRACE_S
+    alive = [pid for pid in pids if _alive(pid)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.02)  # no event announces another process's end: look again shortly
+        alive = [pid for pid in alive if _alive(pid)]
+    assert not alive, f"processes the command started are still alive after it ended: {alive}"
+
+
+@then("the command timed out with a COMMAND_TIMED_OUT error")
+@verifies("P19", "C5")
+def timed_out(world: World) -> None:
+    exited = _exited(world)
+    flags = {k: exited[k] for k in ("timedOut", "cancelled")}
+    assert flags == {"timedOut": True, "cancelled": False}, (
+        f"the end of the timed-out command reads {flags}"
+    )
+    turn_id = _turn_id(world)
+    world.wait_for(
+        "turn/toolResult",
+        lambda p: p["turnId"] == turn_id and p["tool"] == "Bash",
+        since=world.cursors.turn,
+    )
+    results = [
+        n["params"]
+        for n in world.notifications("turn/toolResult", world.cursors.turn)
+        if n["params"]["turnId"] == turn_id and n["params"]["tool"] == "Bash"
+    ]
+    assert len(results) == 1, f"the Bash call got {len(results)} results"
+    code = (results[0].get("error") or {}).get("code")
+    assert (results[0]["status"], code) == ("error", "COMMAND_TIMED_OUT"), (
+        f"the timed-out command's tool result is {results[0]['status']} with {code}"
+    )
+
+
+@then("the turn ended as cancelled, and the command with it")
+@verifies("C5")
+def cancelled(world: World) -> None:
+    ended = _turn_end(world)
+    assert ended["outcome"] == "cancelled", f"the turn ended {ended['outcome']}"
+    exited = _exited(world)
+    flags = {k: exited[k] for k in ("cancelled", "timedOut")}
+    assert flags == {"cancelled": True, "timedOut": False}, (
+        f"the end of the cancelled command reads {flags}"
+    )
 
 
 @then("the command is recorded for audit")
+@verifies("C5")
 def audited(world: World) -> None:
-    exited = _exit(world)
+    started, exited = _started(world), _exited(world)
     rows = world.storage().rows("command_audit", "id = ?", (exited["commandId"],))
-    if not rows:  # a host may key its audit differently; match on the command instead
-        rows = world.storage().rows("command_audit")
-    assert rows, "command_audit holds no row for the command"
-    row = rows[-1]
-    assert row["shell_id"] and row["shell_path"].startswith("/"), row
-    assert row["cwd"] == str(world.workspace), row
-    assert row["exit_code"] == exited["exitCode"], row
-    assert row["duration_ms"] is not None and row["duration_ms"] >= 0, row
-    assert row["command"], row
+    assert len(rows) == 1, f"command_audit holds {len(rows)} rows for {exited['commandId']}"
+    row = rows[0]
+    catalog = {s["shellId"]: s for s in _catalog(world)["shells"]}
+    shell = catalog.get(started["shellId"])
+    assert shell is not None, f"the command ran in {started['shellId']}, not in the catalog"
+    expected = {
+        "session_id": session_id(world),
+        "turn_id": _turn_id(world),
+        "shell_id": started["shellId"],
+        "shell_path": shell["path"],
+        "command": started["command"],
+        "cwd": str(world.workspace),
+        "exit_code": exited["exitCode"],
+        "signal": exited["signal"],
+        "timed_out": int(exited["timedOut"]),
+        "cancelled": int(exited["cancelled"]),
+        "truncated": int(exited["truncated"]),
+        "duration_ms": exited["durationMs"],
+    }
+    recorded = {key: row[key] for key in expected}
+    wrong = {
+        key: (recorded[key], value) for key, value in expected.items() if recorded[key] != value
+    }
+    assert not wrong, f"the audit row differs from the command (recorded, reported): {wrong}"
+    with blame("C5"):
+        assert started["cwd"] == str(world.workspace), f"the command ran in {started['cwd']}"
+
+
+# -- the shell cannot change during a turn (§5) ----------------------------------------------------
+
+
+@given("a turn is running in that session")
+def turn_running(world: World) -> None:
+    world.provider.enqueue(StallReply())
+    before = len(world.provider.requests())
+    world.cursors.turn = world.mark()
+    world.commands.turn_id = str(
+        world.rpc.request("session/prompt", {"sessionId": session_id(world), "text": "Think."})[
+            "turnId"
+        ]
+    )
+    world.provider.wait_for_requests(before + 1, world.timeout)
+
+
+@when(parsers.parse("the user tries to choose the {label} shell for the session"))
+def try_choose_shell(world: World, label: str) -> None:
+    shell = _shell(world, label)
+    world.attempt(
+        "session/configure", {"sessionId": session_id(world), "shellId": shell["shellId"]}
+    )
+
+
+@then(parsers.parse("the session still uses the {label} shell"))
+@verifies("R5.4")
+def still_uses(world: World, label: str) -> None:
+    shell = _shell(world, label)
+    found = world.rpc.request("session/get", {"sessionId": session_id(world)})["session"]
+    assert found["shellId"] == shell["shellId"], f"the session now uses {found['shellId']}"
+    row = world.storage().rows("sessions", "id = ?", (session_id(world),))[0]
+    assert row["shell_id"] == shell["shellId"], f"storage shows the session with {row['shell_id']}"

@@ -1,19 +1,48 @@
-"""Steps about scheduled tasks and unattended runs (§6)."""
+"""Steps about scheduled tasks and unattended runs (§6, project rule P8).
+
+A run's end is announced by ``task/runFinished``; whether that comes before or after the
+``task/run`` response is the host's choice, so every wait looks at what already arrived
+first. The negative checks ("no work was done") run only once that announcement, the
+settle point of a run, has arrived.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pytest_bdd import given, parsers, then, when
 
-from conformance.mock_provider import TextReply
+from conformance.blame import verifies
+from conformance.mock_provider import ScriptedToolCall, TextReply, ToolCallsReply
+from conformance.steps.model import default_markdown, submit_plan_call
+from conformance.steps.restart import message_text
 from conformance.steps.sessions import MODES
-from conformance.world import World, need
+from conformance.world import Outcome, World, need
 
 TASK_PROMPT = "Tidy up the changelog."
+PLAN_REFUSAL = "PLAN_REQUIRES_INTERACTIVE_SESSION"
+DUE_IN_MS = 5 * 60_000
+UNATTENDED_CALLS: dict[str, tuple[dict[str, Any], str]] = {
+    # tool -> (its arguments, the file it would create)
+    "Write": ({"path": "notes.txt", "content": "written unattended\n"}, "notes.txt"),
+    "Bash": ({"command": "echo ran > ran.txt"}, "ran.txt"),
+}
 
 
 def _task_id(world: World) -> str:
     task = need(world.tasks.task, "scheduled task")
     return str(task["taskId"])
+
+
+def _task_now(world: World) -> dict[str, Any]:
+    tasks = world.rpc.request("task/list", {})["tasks"]
+    found = [t for t in tasks if t["taskId"] == _task_id(world)]
+    assert found, f"task/list no longer lists the task {_task_id(world)}"
+    task: dict[str, Any] = found[0]
+    return task
+
+
+# -- arranging ------------------------------------------------------------------------------
 
 
 @given(parsers.parse("a scheduled task in {mode} mode for the project"))
@@ -23,7 +52,6 @@ def _task_id(world: World) -> str:
     )
 )
 def scheduled_task(world: World, mode: str, permission: str = "auto") -> None:
-    world.provider.set_fallback(TextReply("Task done."))
     result = world.rpc.request(
         "task/create",
         {
@@ -39,20 +67,35 @@ def scheduled_task(world: World, mode: str, permission: str = "auto") -> None:
     world.tasks.task = result["task"]
 
 
-@given(parsers.parse("the task is due in {minutes:d} minutes"))
-def task_due(world: World, minutes: int) -> None:
-    now = world.rpc.request("conformance/clock/get", {})["now"]
-    world.tasks.task = world.rpc.request(
-        "task/update", {"taskId": _task_id(world), "runAt": now + minutes * 60_000}
-    )["task"]
+@given("the model would submit a plan if it were asked")
+def model_would_plan(world: World) -> None:
+    world.provider.enqueue(
+        ToolCallsReply((submit_plan_call("Should never exist", default_markdown("Never")),))
+    )
+
+
+@given(parsers.parse('the model will answer "{text}" for the task'))
+def model_answers_task(world: World, text: str) -> None:
+    world.provider.enqueue(TextReply(text))
+
+
+@given(parsers.parse("the model will call {tool} during the task and then finish"))
+def model_calls_during_task(world: World, tool: str) -> None:
+    arguments, _creates = UNATTENDED_CALLS[tool]
+    world.provider.enqueue(
+        ToolCallsReply((ScriptedToolCall(tool, arguments),)), TextReply("Done with the task.")
+    )
 
 
 @given("the user changed the task to Agent mode")
-@when("the user changes the task to Agent mode")
 def task_to_agent(world: World) -> None:
     world.tasks.task = world.rpc.request(
         "task/update", {"taskId": _task_id(world), "mode": "agent"}
     )["task"]
+    assert world.tasks.task["mode"] == "agent", world.tasks.task
+
+
+# -- starting a run ---------------------------------------------------------------------------
 
 
 def _before_run(world: World) -> None:
@@ -60,91 +103,173 @@ def _before_run(world: World) -> None:
     world.cursors.turn = world.mark()
 
 
-@when("the task is run now")
-def run_now(world: World) -> None:
-    _before_run(world)
-    outcome = world.attempt("task/run", {"taskId": _task_id(world)})
-    if outcome.error is None:
-        run_id = outcome.require_result()["run"]["runId"]
-        world.tasks.run = world.wait_for(
-            "task/runFinished",
-            lambda p: p["run"]["runId"] == run_id,
-            since=world.cursors.turn,
-        )["run"]
-    else:
-        world.tasks.run = None
+def _finished(world: World, predicate: Any) -> dict[str, Any]:
+    run: dict[str, Any] = world.wait_for("task/runFinished", predicate, since=world.cursors.turn)[
+        "run"
+    ]
+    return run
 
 
-@when(parsers.parse("{minutes:d} minutes pass on the host clock"))
-def time_passes(world: World, minutes: int) -> None:
+@when(parsers.re(r"the task (?P<how>is run now|comes due)"))
+def run_task(world: World, how: str) -> None:
     _before_run(world)
-    world.rpc.request("conformance/clock/advance", {"ms": minutes * 60_000})
     task_id = _task_id(world)
-    world.tasks.run = world.wait_for(
-        "task/runFinished",
-        lambda p: p["run"]["taskId"] == task_id and p["run"]["outcome"] != "running",
-        since=world.cursors.turn,
-    )["run"]
+    if how == "is run now":
+        outcome = world.attempt("task/run", {"taskId": task_id})
+        run_id = outcome.result["run"]["runId"] if outcome.result else None
+    else:
+        world.outcome = Outcome()  # no response carries this run
+        now = world.rpc.request("conformance/clock/get", {})["now"]
+        world.rpc.request("task/update", {"taskId": task_id, "runAt": now + DUE_IN_MS})
+        _before_run(world)
+        world.rpc.request("conformance/clock/advance", {"ms": DUE_IN_MS})
+        run_id = None
+    # The settle point: the run's end, announced before or after the response.
+    world.tasks.run = _finished(
+        world,
+        lambda p: (
+            p["run"]["taskId"] == task_id
+            and p["run"]["outcome"] != "running"
+            and (run_id is None or p["run"]["runId"] == run_id)
+        ),
+    )
+
+
+# -- checks: Plan tasks are refused -----------------------------------------------------------
 
 
 @then(parsers.parse("the run is refused with {code}"))
+@verifies("R6.1")
 def run_refused(world: World, code: str) -> None:
-    if world.tasks.run is None:
+    run = need(world.tasks.run, "finished run")
+    assert run["outcome"] == "refused", f"the run ended {run['outcome']}: {run['error']}"
+    assert (run["error"] or {}).get("code") == code, f"the run was refused with {run['error']}"
+    if world.outcome.error is not None or world.outcome.result is not None:
         error = world.outcome.require_error()
-        assert error.canonical == code, f"task/run failed with {error.canonical}"
-    finished = [
-        n["params"]["run"] for n in world.notifications("task/runFinished", world.cursors.turn)
-    ]
-    assert finished, "the host announced no task run"
-    run = finished[-1]
-    assert run["outcome"] == "refused", f"the run ended {run['outcome']}"
-    assert (run["error"] or {}).get("code") == code, run
+        assert error.canonical == code, f"task/run failed with {error.canonical}, not {code}"
+    last = _task_now(world)["lastRun"]
+    assert last and last["runId"] == run["runId"] and last["outcome"] == "refused", (
+        f"the task's last run reads {last}"
+    )
 
 
-@then("the model received no request")
-def no_model_request(world: World) -> None:
-    after = len(world.provider.requests())
-    before = world.cursors.provider_turn
-    assert after == before, f"the host called the model {after - before} time(s)"
-
-
-@then("no plan artifact was written")
-def no_artifact(world: World) -> None:
+@then("the host did no work for the refused run")
+@verifies("R6.2")
+def no_work(world: World) -> None:
+    need(world.tasks.run, "finished run")  # the settle point has passed
+    calls = len(world.provider.requests()) - world.cursors.provider_turn
+    assert calls == 0, f"the host called the model {calls} time(s)"
     folder = world.workspace / ".pi" / "plan"
-    found = sorted(p.name for p in folder.iterdir()) if folder.exists() else []
-    assert not found, f"artifacts were written: {found}"
-
-
-@then("no approval, execution or turn was recorded")
-def nothing_recorded(world: World) -> None:
+    written = sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+    assert not written, f"artifacts were written: {written}"
     approvals = world.storage().rows("plan_approvals")
     assert not approvals, f"plan_approvals holds {approvals}"
     turns = world.storage().rows("turns")
     assert not turns, f"turns were recorded: {turns}"
-    started = world.notifications("turn/started", world.cursors.turn)
-    assert not started, f"turns were started: {started}"
-
-
-@then("the run completes unattended")
-def run_completed(world: World) -> None:
-    run = world.tasks.run
-    assert run is not None, f"the run was refused: {world.outcome.error}"
-    assert run["outcome"] == "completed", f"the run ended {run['outcome']}: {run['error']}"
-    requests = world.provider.requests()[world.cursors.provider_turn :]
-    assert requests, "the run never asked the model"
-    first_user = [m for m in requests[0].messages if m.get("role") == "user"]
-    assert first_user and first_user[-1].get("content") == TASK_PROMPT, first_user
+    since = world.cursors.turn
+    for method in ("turn/started", "approval/updated", "execution/updated"):
+        sent = world.notifications(method, since)
+        assert not sent, f"the host sent {method} for the refused run: {sent}"
 
 
 @then("the task is still in Plan mode")
+@verifies("R6.3")
 def task_still_plan(world: World) -> None:
-    tasks = world.rpc.request("task/list", {})["tasks"]
-    task = next(t for t in tasks if t["taskId"] == _task_id(world))
+    task = _task_now(world)
     assert task["mode"] == "plan", f"the host changed the task to {task['mode']}"
+    stored = world.storage().rows("scheduled_tasks", "id = ?", (_task_id(world),))
+    assert stored and stored[0]["mode"] == "plan", f"storage holds the task as {stored}"
 
 
-@then(parsers.parse("the task's last run is recorded as {outcome}"))
-def last_run(world: World, outcome: str) -> None:
-    tasks = world.rpc.request("task/list", {})["tasks"]
-    task = next(t for t in tasks if t["taskId"] == _task_id(world))
-    assert task["lastRun"] and task["lastRun"]["outcome"] == outcome, task
+@then("running it again is refused the same way")
+@verifies("R6.3")
+def refused_again(world: World) -> None:
+    first = need(world.tasks.run, "finished run")
+    run_task(world, "is run now")
+    again = need(world.tasks.run, "finished run")
+    assert again["runId"] != first["runId"], "the second run reused the first run's id"
+    assert again["outcome"] == "refused", f"the second run ended {again['outcome']}"
+    assert (again["error"] or {}).get("code") == PLAN_REFUSAL, again
+
+
+# -- checks: Agent tasks run unattended -------------------------------------------------------
+
+
+@then("the run completes unattended")
+@verifies("R6.3")
+def run_completed(world: World) -> None:
+    run = need(world.tasks.run, "finished run")
+    assert run["outcome"] == "completed", f"the run ended {run['outcome']}: {run['error']}"
+    requests = world.provider.requests()[world.cursors.provider_turn :]
+    assert requests, "the run never asked the model"
+    users = [message_text(m) for m in requests[0].messages if m.get("role") == "user"]
+    assert users and users[-1] == TASK_PROMPT, f"the run asked the model {users[-1:]}"
+    started = world.notifications("turn/started", world.cursors.turn)
+    kinds = [(n["params"]["sessionId"], n["params"]["mode"]) for n in started]
+    assert kinds == [(run["sessionId"], "agent")], f"the run started turns {kinds}"
+    last = _task_now(world)["lastRun"]
+    assert last and last["runId"] == run["runId"] and last["outcome"] == "completed", last
+
+
+@then("no plan artifact was written")
+@verifies("R6.3")
+def no_artifact(world: World) -> None:
+    folder = world.workspace / ".pi" / "plan"
+    found = sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+    assert not found, f"artifacts were written: {found}"
+    assert not world.storage().rows("plan_approvals"), "an approval was recorded"
+
+
+# -- checks: permission in unattended runs (P8) ---------------------------------------------------
+
+
+def _result_of(world: World, tool: str) -> dict[str, Any]:
+    results = [
+        n["params"]
+        for n in world.notifications("turn/toolResult", world.cursors.turn)
+        if n["params"]["tool"] == tool
+    ]
+    assert len(results) == 1, f"the {tool} call got {len(results)} results"
+    result: dict[str, Any] = results[0]
+    return result
+
+
+@then(parsers.parse("the {tool} call was refused with PERMISSION_UNAVAILABLE"))
+@verifies("P8")
+def refused_unattended(world: World, tool: str) -> None:
+    result = _result_of(world, tool)
+    code = (result.get("error") or {}).get("code")
+    assert (result["status"], code) == ("denied", "PERMISSION_UNAVAILABLE"), (
+        f"the unattended {tool} call ended {result['status']} with {code}"
+    )
+    asked = world.notifications("permission/requested", world.cursors.turn)
+    assert not asked, f"the unattended run asked for permission: {asked}"
+
+
+@then(parsers.parse("the {tool} call did nothing"))
+@verifies("P8")
+def call_did_nothing(world: World, tool: str) -> None:
+    _arguments, creates = UNATTENDED_CALLS[tool]
+    assert not (world.workspace / creates).exists(), f"the refused {tool} call created {creates}"
+    commands = world.notifications("command/started", world.cursors.turn)
+    assert not commands, f"the refused call ran a command: {commands}"
+
+
+@then(parsers.parse("the {tool} call ran"))
+@verifies("P8")
+def call_ran(world: World, tool: str) -> None:
+    result = _result_of(world, tool)
+    assert result["status"] == "ok", f"the {tool} call ended {result['status']}: {result['error']}"
+    _arguments, creates = UNATTENDED_CALLS[tool]
+    assert (world.workspace / creates).exists(), f"the {tool} call did not create {creates}"
+
+
+@then("the run went on to completion")
+@verifies("P8")
+def went_on(world: World) -> None:
+    run = need(world.tasks.run, "finished run")
+    assert run["outcome"] == "completed", f"the run ended {run['outcome']}: {run['error']}"
+    requests = world.provider.requests()[world.cursors.provider_turn :]
+    assert len(requests) == 2, f"the run asked the model {len(requests)} times, not twice"
+    tool_messages = [m for m in requests[1].messages if m.get("role") == "tool"]
+    assert tool_messages, "the model was not given the call's result"

@@ -33,9 +33,9 @@ from reference_host.workspace import require_root, resolve_inside
 __all__ = ["GREP_MAX_MATCHES", "NO_MATCHES", "Edit", "Glob", "Grep", "Read", "Write"]
 
 GREP_MAX_MATCHES: Final = 500
-GREP_BUDGET_S = 10.0
+GREP_BUDGET_S = 3.0
 """Seconds one Grep may spend walking and searching; past it the call is TOOL_FAILED."""
-GLOB_BUDGET_S = 10.0
+GLOB_BUDGET_S = 3.0
 """Seconds one Glob may spend walking and matching."""
 SEARCH_SLICE_S: Final = 1.0
 """The longest one line's search may take (a pattern that backtracks without end)."""

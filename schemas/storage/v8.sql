@@ -38,6 +38,17 @@ CREATE TABLE scheduled_tasks (
   created_at INTEGER NOT NULL,
   updated_at INTEGER NOT NULL
 );
+-- plan_approvals.proposal_json holds the v8 structured proposal: one JSON object.
+--   {"title": "Add caching", "steps": ["..."], ...}
+-- Only "title" is read when migrating to v10: it becomes plan_approvals.title, as text
+-- (a value that is not a string is taken as its JSON text; a missing title, or
+-- proposal_json that is not JSON, gives ""). The other members (such as "steps" or
+-- "proposedCommands") are kept but not read. v8 had no question: v10's question is "".
+-- The v10 row keeps the proposal and the request-changes feedback verbatim in
+-- legacy_proposal_json, as {"proposal": <proposal_json text>, "feedback": <feedback>};
+-- its turn and artifact columns are NULL. Status: pending -> interrupted,
+-- changes_requested -> rejected, approved and rejected kept. expires_at is created_at +
+-- 30 minutes; decided_at is kept, except that a pending row gets none.
 CREATE TABLE plan_approvals (
   id TEXT PRIMARY KEY,
   session_id TEXT NOT NULL REFERENCES sessions (id),

@@ -1,12 +1,17 @@
 """Serve protocol v9 as one variant of the reference host.
 
-``python tests/hosts/serve.py VARIANT --data-dir DIR --conformance``
+``python tests/hosts/serve.py VARIANT --data-dir DIR --conformance``, or in-process as
+``--host-module hosts.serve:serve_variant`` with the variant named in ``PI_HOST_VARIANT``
+(and ``tests/`` on ``PYTHONPATH``).
 """
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import BinaryIO, TextIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -24,6 +29,20 @@ def main(argv: list[str]) -> int:
         return 2
     VARIANTS[argv[0]]()
     return serve(argv[1:], sys.stdin.buffer, sys.stdout.buffer, sys.stderr)
+
+
+_applied: list[str] = []
+
+
+def serve_variant(argv: Sequence[str], stdin: BinaryIO, stdout: BinaryIO, stderr: TextIO) -> int:
+    """The in-process ``serve`` of the variant named in ``PI_HOST_VARIANT``, patched once."""
+    name = os.environ.get("PI_HOST_VARIANT", "")
+    if not _applied:
+        load_all()
+        VARIANTS[name]()
+        _applied.append(name)
+    assert _applied == [name], f"this process already serves variant {_applied[0]!r}"
+    return serve(argv, stdin, stdout, stderr)
 
 
 if __name__ == "__main__":

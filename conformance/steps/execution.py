@@ -1,0 +1,418 @@
+"""Steps about the execution of an approved plan and the permission modes (§3, §4, P7).
+
+The execution is observed three ways at each step: its ``execution/updated`` notifications,
+the approval read back over the protocol, and the stored plan_approvals row. What the
+model is told is read from the provider's recorded requests, whatever role and content
+form the host chose.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_bdd import given, parsers, then, when
+
+from conformance.blame import blame, verifies
+from conformance.mock_provider import ScriptedToolCall, StallReply, TextReply, ToolCallsReply
+from conformance.steps.approval import (
+    CLOSING_TEXT,
+    acted_on,
+    approve,
+    read_back,
+    stored_approval,
+)
+from conformance.steps.model import default_markdown, submit_plan_call
+from conformance.steps.plan import snapshot
+from conformance.steps.sessions import read_session, session_id
+from conformance.world import Outcome, SubmittedPlan, World, need
+
+_ACTIVE = ("queued", "running")
+_FINISHED = ("completed", "interrupted")
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """The text a provider message carries: string content or the text of its parts."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return ""
+
+
+def _execution_id(world: World) -> str:
+    approved = need(world.plan.approved, "approved plan")
+    execution_id: str = approved["approval"]["executionId"]
+    return execution_id
+
+
+def _states(world: World, execution_id: str) -> list[str]:
+    return [
+        n["params"]["executionState"]
+        for n in world.notifications("execution/updated")
+        if n["params"]["executionId"] == execution_id
+    ]
+
+
+def _execution_turn(world: World, execution_id: str) -> dict[str, Any]:
+    """The turn/started of the execution."""
+    started: dict[str, Any] = world.wait_for(
+        "turn/started",
+        lambda p: p["kind"] == "execution" and p["executionId"] == execution_id,
+        since=world.cursors.approve,
+    )
+    return started
+
+
+def _first_execution_request(world: World) -> Any:
+    index = world.cursors.provider_approve
+    return world.provider.wait_for_requests(index + 1, world.timeout)[index]
+
+
+def _wait_state(world: World, execution_id: str, states: tuple[str, ...]) -> dict[str, Any]:
+    found: dict[str, Any] = world.wait_for(
+        "execution/updated",
+        lambda p: p["executionId"] == execution_id and p["executionState"] in states,
+        since=world.cursors.approve,
+    )
+    return found
+
+
+# -- arranging the model ------------------------------------------------------------------
+
+
+@given("the model will take its time to carry out the plan")
+def execution_takes_time(world: World) -> None:
+    world.provider.enqueue(StallReply(suffix=CLOSING_TEXT))
+    world.plan.closing_scripted = True
+
+
+@given(
+    parsers.parse(
+        'the model will turn to planning during the execution and submit a plan titled "{title}"'
+    )
+)
+def plan_during_execution(world: World, title: str) -> None:
+    markdown = default_markdown(title)
+    world.provider.enqueue(
+        ToolCallsReply((ScriptedToolCall("EnterPlanMode", {}),)),
+        ToolCallsReply((submit_plan_call(title, markdown),)),
+    )
+    world.plan.submitted.append(SubmittedPlan(title, markdown, "Shall I go ahead?"))
+    world.plan.closing_scripted = True  # the submission ends that execution's turn
+
+
+# -- actions ------------------------------------------------------------------------------
+
+
+@when("the model finishes its work")
+def model_finishes(world: World) -> None:
+    world.provider.release_stalls()
+
+
+@given("the execution has finished")
+@then("the execution has finished")
+def execution_finished(world: World) -> None:
+    execution_id = _execution_id(world)
+    turn = _execution_turn(world, execution_id)
+    _wait_state(world, execution_id, _FINISHED)
+    since = world.cursors.approve
+    world.wait_for("turn/ended", lambda p: p["turnId"] == turn["turnId"], since=since)
+
+
+@when("the user sends a new request to the agent")
+def later_prompt(world: World) -> None:
+    world.provider.enqueue(TextReply("The request is handled."))
+    world.arranged.workspace_before = snapshot(world.workspace)
+    world.cursors.turn = world.mark()
+    world.cursors.provider_turn = len(world.provider.requests())
+    turn_id = world.rpc.prompt(session_id(world), "Please tidy up the notes.").turnId
+    world.plan.later_turn_id = turn_id
+    world.active_turn = turn_id
+
+
+@when(parsers.parse("the user sends a second answer to the same question, {decision} the call"))
+def answer_again(world: World, decision: str) -> None:
+    request = need(world.plan.permission_request, "permission question")
+    answer = {"allowing": "allow", "denying": "deny"}[decision]
+    message = {
+        "jsonrpc": "2.0",
+        "id": world.rpc.next_id(),
+        "method": "permission/respond",
+        "params": {"requestId": request["requestId"], "decision": answer},
+    }
+    response = world.rpc.call_message(message, check=False)
+    world.outcome = Outcome.from_response("permission/respond", response)
+
+
+@when("the user answers a permission question that was never asked")
+def answer_unknown(world: World) -> None:
+    message = {
+        "jsonrpc": "2.0",
+        "id": world.rpc.next_id(),
+        "method": "permission/respond",
+        "params": {"requestId": "never-asked-1", "decision": "allow"},
+    }
+    response = world.rpc.call_message(message, check=False)
+    world.outcome = Outcome.from_response("permission/respond", response)
+
+
+@when(
+    parsers.parse(
+        'the user approves the plan titled "{title}" as soon as it is submitted, '
+        "with permission mode {mode}"
+    )
+)
+def approve_follow_up(world: World, title: str, mode: str) -> None:
+    first = need(world.plan.approved, "approved plan")["approval"]
+    world.plan.earlier_approval = first
+    note = world.wait_for(
+        "approval/updated",
+        lambda p: p["approval"]["title"] == title and p["approval"]["status"] == "pending",
+        since=world.cursors.approve,
+    )
+    world.plan.approval = note["approval"]
+    world.plan.at_creation = dict(note["approval"])
+    outcome = approve(world, mode)
+    if outcome.error is not None and outcome.error.canonical == "EXECUTION_ACTIVE":
+        # Allowed: the earlier execution had not ended yet. Nothing changed; once it has
+        # ended the same approval goes through.
+        with blame("R4.9"):
+            waiting = read_back(world)
+            assert waiting["status"] == "pending", f"refused, yet the approval is {waiting}"
+        turn = _execution_turn_of(world, first["executionId"])
+        world.wait_for("turn/ended", lambda p: p["turnId"] == turn, since=0)
+        approve(world, mode)
+
+
+def _execution_turn_of(world: World, execution_id: str) -> str:
+    for note in world.notifications("turn/started"):
+        params = note["params"]
+        if params["kind"] == "execution" and params["executionId"] == execution_id:
+            return str(params["turnId"])
+    raise AssertionError(f"no execution turn was announced for {execution_id}")
+
+
+# -- checks: the execution ----------------------------------------------------------------
+
+
+@then("the approval answers that the execution is queued")
+@verifies("R4.6")
+def answered_queued(world: World) -> None:
+    answered = world.outcome.require_result()["approval"]
+    assert answered["status"] == "approved", f"the approve response shows {answered['status']}"
+    assert answered["executionId"], f"the approve response names no execution: {answered}"
+    assert answered["executionState"] == "queued", (
+        f"the approve response shows the execution {answered['executionState']}, not queued"
+    )
+    with blame("C4"):
+        session = world.outcome.require_result()["session"]
+        assert session["mode"] == "agent", f"the approve response shows the session {session}"
+        assert session["activeExecutionId"] == answered["executionId"], session
+
+
+@then("the execution is running while the model works")
+@verifies("R4.5")
+def running_while_working(world: World) -> None:
+    execution_id = _execution_id(world)
+    _wait_state(world, execution_id, ("running",))
+    _first_execution_request(world)  # the model is working: its answer is held
+    approval = read_back(world)
+    assert approval["executionState"] == "running", (
+        f"while the model works the execution is reported {approval['executionState']}"
+    )
+    session = read_session(world)
+    assert session["activeExecutionId"] == execution_id, (
+        f"while the execution runs the session shows {session['activeExecutionId']}"
+    )
+    assert session["activeTurnId"] is not None, f"no turn is active: {session}"
+
+
+@then("the execution has completed")
+@verifies("R4.5")
+def execution_completed(world: World) -> None:
+    execution_id = _execution_id(world)
+    turn = _execution_turn(world, execution_id)
+    _wait_state(world, execution_id, ("completed",))
+    since = world.cursors.approve
+    world.wait_for("turn/ended", lambda p: p["turnId"] == turn["turnId"], since=since)
+    states = _states(world, execution_id)
+    assert states in (["running", "completed"], ["queued", "running", "completed"]), (
+        f"the execution was announced as {states}"
+    )
+    approval = read_back(world)
+    assert approval["executionState"] == "completed", (
+        f"after it completed the execution is reported {approval['executionState']}"
+    )
+    assert approval["status"] == "approved", f"the approval became {approval['status']}"
+    session = read_session(world)
+    assert session["activeExecutionId"] is None, f"the session still runs {session}"
+    assert session["activeTurnId"] is None, f"the session still has a turn: {session}"
+
+
+@then("the execution runs to completion")
+@verifies("R4.5")
+def execution_runs_to_completion(world: World) -> None:
+    world.outcome.require_result()
+    execution_id = _execution_id(world)
+    _wait_state(world, execution_id, ("completed",))
+    states = _states(world, execution_id)
+    assert states in (["running", "completed"], ["queued", "running", "completed"]), (
+        f"the execution was announced as {states}"
+    )
+    row = stored_approval(world, acted_on(world)["approvalId"])
+    assert row["execution_state"] == "completed", f"storage shows {row['execution_state']}"
+
+
+@then("the execution turn belongs to the session of the plan")
+@verifies("R4.7")
+def execution_turn_owner(world: World) -> None:
+    execution_id = _execution_id(world)
+    started = _execution_turn(world, execution_id)
+    assert started["sessionId"] == session_id(world), (
+        f"the execution ran in session {started['sessionId']}, not the plan's"
+    )
+    assert started["approvalId"] == acted_on(world)["approvalId"], started
+    assert started["mode"] == "agent", f"the execution turn ran in {started['mode']} mode"
+    first = _first_execution_request(world)
+    assert "Write" in first.tool_names and "SubmitPlan" not in first.tool_names, (
+        f"the execution was not run by the agent in Agent mode: it offered {first.tool_names}"
+    )
+
+
+@then("the model was given the conversation that produced the plan")
+@verifies("R4.7")
+def execution_has_history(world: World) -> None:
+    first = _first_execution_request(world)
+    prompt = need(world.plan.prompt, "the Plan turn's prompt")
+    texts = [message_text(m) for m in first.messages]
+    roles = [m.get("role") for m in first.messages]
+    assert any(prompt in text for text in texts), (
+        "the execution turn lacks the Plan conversation: its first request to the model does "
+        f"not carry the user's request {prompt!r}; roles sent: {roles}"
+    )
+
+
+@then("the model was given the approved plan's path and full content")
+@verifies("P15")
+def execution_has_plan(world: World) -> None:
+    first = _first_execution_request(world)
+    text = "\n".join(message_text(m) for m in first.messages)
+    approval = acted_on(world)
+    markdown = world.plan.submitted[-1].markdown
+    assert approval["artifact"]["path"] in text, (
+        f"the model was not told the artifact path {approval['artifact']['path']}"
+    )
+    assert markdown.strip() in text, "the model was not given the plan's full content"
+
+
+@then("the follow-up plan is carried out after the earlier execution has ended")
+@verifies("R4.9")
+def follow_up_after_first(world: World) -> None:
+    first = need(world.plan.earlier_approval, "the earlier approved plan")
+    turn = _execution_turn_of(world, first["executionId"])
+    world.wait_for("turn/ended", lambda p: p["turnId"] == turn)
+    earlier = stored_approval(world, first["approvalId"])
+    assert earlier["execution_state"] in _FINISHED, (
+        f"the earlier execution is still {earlier['execution_state']} after its turn ended"
+    )
+    result = world.outcome.require_result()["approval"]
+    second = result["executionId"]
+    assert second and second != first["executionId"], result
+    _wait_state(world, second, ("completed",))
+    active: set[str] = set()
+    for note in world.notifications("execution/updated"):
+        params = note["params"]
+        if params["executionState"] in _ACTIVE:
+            active.add(params["executionId"])
+        else:
+            active.discard(params["executionId"])
+        assert len(active) <= 1, f"two executions were queued or running at once: {active}"
+    rows = world.storage().rows("plan_approvals", "execution_state IN ('queued', 'running')")
+    assert not rows, f"storage still holds active executions {rows}"
+
+
+# -- checks: permission questions ---------------------------------------------------------
+
+
+def _current_turn(world: World) -> str:
+    if world.plan.later_turn_id is not None:
+        return world.plan.later_turn_id
+    return str(_execution_turn(world, _execution_id(world))["turnId"])
+
+
+def _since(world: World) -> int:
+    return max(world.cursors.approve, world.cursors.turn)
+
+
+@then(parsers.parse("the user is asked for permission before {tool}"))
+@verifies("P7")
+def asked_before(world: World, tool: str) -> None:
+    since = _since(world)
+    try:
+        request = world.wait_for("permission/requested", lambda p: p["tool"] == tool, since=since)
+    except TimeoutError:
+        ran = [
+            n["params"]
+            for n in world.notifications("turn/toolResult", since)
+            if n["params"]["tool"] == tool
+        ]
+        assert not ran, f"{tool} ran without asking for permission: {ran[0]}"
+        raise
+    assert request["sessionId"] == session_id(world), (
+        f"the permission question names session {request['sessionId']}, not the user's"
+    )
+    turn = _current_turn(world)
+    assert request["turnId"] == turn, f"the question names turn {request['turnId']}, not {turn}"
+    world.plan.permission_request = request
+
+
+@then("the user was not asked for permission")
+@verifies("P7")
+def not_asked(world: World) -> None:
+    asked = world.notifications("permission/requested", _since(world))
+    assert not asked, f"the host asked before: {[a['params']['tool'] for a in asked]}"
+
+
+def _result_of(world: World, tool: str) -> dict[str, Any]:
+    results: list[dict[str, Any]] = [
+        n["params"]
+        for n in world.notifications("turn/toolResult", _since(world))
+        if n["params"]["tool"] == tool
+    ]
+    assert len(results) == 1, f"the host reported {len(results)} results for the {tool} call"
+    return results[0]
+
+
+@then(parsers.parse("the {tool} call succeeded"))
+@verifies("P7")
+def call_succeeded(world: World, tool: str) -> None:
+    result = _result_of(world, tool)
+    assert result["status"] == "ok" and result["error"] is None, f"the {tool} call: {result}"
+
+
+@then(parsers.parse("the {tool} call reports that permission was denied"))
+@verifies("P7")
+def call_permission_denied(world: World, tool: str) -> None:
+    result = _result_of(world, tool)
+    code = (result.get("error") or {}).get("code")
+    assert code == "PERMISSION_DENIED", f"the denied {tool} call reported {code}: {result}"
+    assert result["status"] == "denied", (
+        f"the denied {tool} call has status {result['status']}, not denied"
+    )
+
+
+@then("the agent has finished the request")
+def later_turn_finished(world: World) -> None:
+    turn_id = need(world.plan.later_turn_id, "later request")
+    ended = world.wait_for("turn/ended", lambda p: p["turnId"] == turn_id, since=world.cursors.turn)
+    assert ended["outcome"] == "completed", f"the request ended {ended}"
+
+
+@then("the project is as it was before")
+@verifies("P7")
+def project_as_before(world: World) -> None:
+    now = snapshot(world.workspace)
+    before = world.arranged.workspace_before
+    changed = sorted(k for k in set(now) | set(before) if now.get(k) != before.get(k))
+    assert not changed, f"the project changed: {changed}"

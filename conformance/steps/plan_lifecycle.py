@@ -1,0 +1,379 @@
+"""Steps following a submitted plan through its life: the pending approval and what the
+host recorded (§1, §2), how the Plan turn ends (P11), revisions (R1.11, C7), the artifact
+after every ending (C9, C10), the plan folder the agent cannot write (P12) and the
+integrity check at approval (P13)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import shutil
+from typing import Any
+
+from pytest_bdd import given, parsers, then, when
+
+from conformance.blame import blame, verifies
+from conformance.mock_provider import TextReply
+from conformance.steps.model import script_calls, tool_call
+from conformance.steps.plan import (
+    artifact_file,
+    check_recorded,
+    latest_approval,
+    reject_plan,
+    results_of_call,
+    run_prompt,
+    snapshot,
+)
+from conformance.steps.requests import request
+from conformance.steps.sessions import read_session, session_id
+from conformance.world import World, need
+
+APPROVAL_TTL_MS = 30 * 60 * 1000
+
+
+def _approvals(world: World) -> list[dict[str, Any]]:
+    listed: list[dict[str, Any]] = request(
+        world, "approval/list", {"sessionId": session_id(world)}
+    )["approvals"]
+    return listed
+
+
+def _row(world: World, approval_id: str) -> dict[str, Any]:
+    rows = world.storage().rows("plan_approvals", "id = ?", (approval_id,))
+    assert len(rows) == 1, f"plan_approvals holds {len(rows)} rows for {approval_id}"
+    return rows[0]
+
+
+def _ref(world: World, approval: dict[str, Any]) -> dict[str, str]:
+    return {"sessionId": session_id(world), "approvalId": approval["approvalId"]}
+
+
+# -- the pending approval -----------------------------------------------------------------
+
+
+@then(parsers.parse('an approval is pending for the plan titled "{title}"'))
+def approval_pending(world: World, title: str) -> None:
+    approval = latest_approval(world)
+    submitted = world.plan.submitted[-1]
+    assert approval["status"] == "pending", f"the approval is {approval['status']}"
+    assert approval["title"] == title == submitted.title, f"the approval is {approval['title']!r}"
+    assert approval["question"] == submitted.question, f"the question is {approval['question']!r}"
+    assert approval["sessionId"] == session_id(world), approval
+    assert approval["turnId"] == world.active_turn, (
+        f"the approval names turn {approval['turnId']}, the plan was submitted in turn "
+        f"{world.active_turn}"
+    )
+    fetched = request(world, "approval/get", _ref(world, approval))["approval"]
+    assert fetched == approval, f"approval/get shows {fetched}, approval/list {approval}"
+    session = read_session(world)
+    assert session["pendingApprovalId"] == approval["approvalId"], session
+    row = _row(world, approval["approvalId"])
+    assert row["status"] == "pending", f"stored status {row['status']}"
+    assert (row["title"], row["question"]) == (submitted.title, submitted.question), row
+    assert row["session_id"] == session_id(world) and row["turn_id"] == world.active_turn, row
+    check_recorded(world, approval, submitted.markdown)
+
+
+# -- P11: the turn that submitted ---------------------------------------------------------
+
+
+@then("the turn completed after the submission without asking the model again")
+@verifies("P11")
+def turn_ended_by_submission(world: World) -> None:
+    call_id = world.script.call_id("SubmitPlan")
+    results = results_of_call(world, call_id)
+    assert len(results) == 1 and results[0]["status"] == "ok", f"SubmitPlan results: {results}"
+    ended = need(world.last_turn_end, "finished turn")
+    assert ended["outcome"] == "completed" and ended["error"] is None, (
+        f"the Plan turn ended {ended['outcome']} ({ended['error']}), not completed"
+    )
+    answered = [r for r in world.provider.requests() if any(call_id in str(m) for m in r.messages)]
+    assert not answered, (
+        f"after SubmitPlan the host asked the model {len(answered)} more time(s) in that turn"
+    )
+    rows = world.storage().rows("turns", "id = ?", (ended["turnId"],))
+    assert rows and rows[0]["state"] == "completed", f"the turn is stored as {rows}"
+    pending = [a for a in _approvals(world) if a["status"] == "pending"]
+    assert len(pending) == 1, f"the turn left {len(pending)} pending approvals"
+
+
+# -- R1.7: SubmitPlan where it does not belong --------------------------------------------
+
+
+@given(parsers.parse('the model will try to submit a plan titled "{title}"'))
+def model_tries_to_submit(world: World, title: str) -> None:
+    arguments = {"title": title, "markdown": f"# {title}\n", "question": "Go?"}
+    script_calls(world, tool_call(world, "SubmitPlan", arguments))
+
+
+@then(parsers.parse("the only approval is the one for {title}"))
+@verifies("R1.7")
+def only_the_first(world: World, title: str) -> None:
+    approvals = _approvals(world)
+    titles = [a["title"] for a in approvals]
+    assert titles == [title.strip('"')], f"the host lists approvals for {titles}"
+    rows = world.storage().rows("plan_approvals")
+    assert len(rows) == 1, f"plan_approvals holds {len(rows)} rows"
+
+
+# -- endings of a plan --------------------------------------------------------------------
+
+
+@given("the plan's time ran out")
+@when("the plan's time runs out")
+def time_runs_out(world: World) -> None:
+    approval = latest_approval(world)
+    world.cursors.decision = world.mark()
+    world.cursors.provider_decision = len(world.provider.requests())
+    now = request(world, "conformance/clock/get", {})["now"]
+    request(world, "conformance/clock/advance", {"ms": approval["expiresAt"] - now})
+    world.wait_for(
+        "approval/updated",
+        lambda p: (
+            p["approval"]["approvalId"] == approval["approvalId"]
+            and p["approval"]["status"] == "expired"
+        ),
+        since=world.cursors.decision,
+    )
+
+
+@when("the plan is approved and carried out")
+def approved_and_carried_out(world: World) -> None:
+    approval = latest_approval(world)
+    world.provider.enqueue(TextReply("The plan is carried out."))
+    world.cursors.approve = world.mark()
+    world.cursors.provider_approve = len(world.provider.requests())
+    request(world, "approval/approve", {**_ref(world, approval), "permissionMode": "auto"})
+    world.wait_for(
+        "execution/updated",
+        lambda p: p["approvalId"] == approval["approvalId"] and p["executionState"] == "completed",
+        since=world.cursors.approve,
+    )
+
+
+@when("the approved plan has been carried out")
+def carried_out(world: World) -> None:
+    world.wait_for(
+        "execution/updated",
+        lambda p: p["executionState"] in ("completed", "interrupted"),
+        since=world.cursors.approve,
+    )
+
+
+@when("the host is restarted while the plan awaits approval")
+def restarted_while_pending(world: World) -> None:
+    world.restart()
+
+
+@then(parsers.parse("the first plan is still {status} with its artifact unchanged"))
+@verifies("R1.11")
+def first_plan_kept(world: World, status: str) -> None:
+    approvals = _approvals(world)
+    assert len(approvals) == 2, f"expected the first and the revised approval: {approvals}"
+    first, submitted = approvals[0], world.plan.submitted[0]
+    assert first["title"] == submitted.title, f"the first approval became {first['title']!r}"
+    assert first["status"] == status, f"the first approval is {first['status']}, not {status}"
+    assert _row(world, first["approvalId"])["status"] == status, "its stored status changed"
+    with blame("C7"):
+        revised = approvals[-1]["artifact"]["path"]
+        assert revised != first["artifact"]["path"], (
+            f"the revision was written into the earlier plan's file {revised}"
+        )
+    with blame("R2.5"):
+        content = artifact_file(world, first).read_bytes()
+        assert content == submitted.markdown.encode("utf-8"), "the first artifact was changed"
+
+
+@then("no turn started on its own after the plan ended")
+@verifies("C7")
+def no_turn_of_its_own(world: World) -> None:
+    since = world.cursors.decision
+    started = [n["params"] for n in world.notifications("turn/started", since)]
+    own = [s for s in started if s["turnId"] != world.active_turn]
+    assert not own, f"the host started turns nobody asked for: {own}"
+    requests = world.provider.requests()[world.cursors.provider_decision :]
+    assert len(requests) == 1, (
+        f"the model was asked {len(requests)} times for the user's one prompt after the plan ended"
+    )
+    assert [a["status"] for a in _approvals(world) if a["status"] == "pending"] == [], (
+        "a new plan appeared without a new submission"
+    )
+
+
+@then("the plan artifact is still there, byte for byte as submitted")
+def artifact_kept(world: World) -> None:
+    submitted = world.plan.submitted[-1].markdown.encode("utf-8")
+    approval = latest_approval(world)
+    path = artifact_file(world, approval)
+    with blame("C9"):
+        assert path.is_file(), f"the artifact {approval['artifact']['path']} is gone"
+    with blame("C10"):
+        content = path.read_bytes()
+        assert content == submitted, f"the artifact now holds {content[:80]!r}"
+        assert hashlib.sha256(content).hexdigest() == approval["artifact"]["sha256"]
+    opened = request(world, "artifact/read", _ref(world, approval))
+    with blame("R3.2"):
+        assert base64.b64decode(opened["contentBase64"]) == submitted, "opening it differs"
+
+
+# -- P12: the plan folder is the host's ---------------------------------------------------
+
+
+_ATTEMPTS: dict[str, tuple[str, str]] = {
+    # attempt -> (tool, where)
+    "overwrite the plan artifact": ("Write", "artifact"),
+    "edit the plan artifact": ("Edit", "artifact"),
+    "write a new file into the plan folder": ("Write", ".pi/plan/notes.md"),
+    "write into the plan folder by a roundabout path": ("Write", "src/../.pi/plan/extra.md"),
+    "write into the plan folder through a linked folder": ("Write", "docs/extra.md"),
+}
+
+
+@given(parsers.re(rf"the model will (?P<attempt>{'|'.join(_ATTEMPTS)}) and then answer"))
+def model_attempts(world: World, attempt: str) -> None:
+    tool, where = _ATTEMPTS[attempt]
+    approval = latest_approval(world)
+    path = approval["artifact"]["path"] if where == "artifact" else where
+    if tool == "Edit":
+        first_line = (world.workspace / path).read_text(encoding="utf-8").splitlines()[0]
+        arguments = {"path": path, "old_string": first_line, "new_string": "# Tampered"}
+    else:
+        arguments = {"path": path, "content": "# Written by the model\n"}
+    script_calls(world, tool_call(world, tool, arguments))
+
+
+@then("the plan folder holds only the artifact, unchanged")
+@verifies("P12")
+def plan_folder_untouched(world: World) -> None:
+    before = {k: v for k, v in world.arranged.workspace_before.items() if k.startswith(".pi/")}
+    now = {k: v for k, v in snapshot(world.workspace).items() if k.startswith(".pi/")}
+    assert now == before, f"the plan folder changed: before {before}, now {now}"
+    content = artifact_file(world).read_bytes()
+    assert content == world.plan.submitted[-1].markdown.encode("utf-8"), "the artifact changed"
+
+
+# -- P13: integrity at approval -----------------------------------------------------------
+
+
+def _change(data: bytes, change: str) -> bytes | None:
+    first = data[:1] or b"#"
+    changes = {
+        "changed": (b"%" if first != b"%" else b"#") + data[1:],
+        "extended": data + b"\n3. One more step nobody approved.\n",
+        "replaced by bytes that are not UTF-8": b"\xff" + data[1:],
+    }
+    return changes.get(change)
+
+
+@given(parsers.parse("the plan file is {change} on disk after submission"))
+@when(parsers.parse("the plan file is {change} on disk after submission"))
+def change_plan_file(world: World, change: str) -> None:
+    path = artifact_file(world)
+    original = path.read_bytes()
+    world.arranged.artifact_bytes = original
+    path.chmod(0o644)
+    if change == "deleted":
+        path.unlink()
+        return
+    if change == "replaced by a folder":
+        path.unlink()
+        path.mkdir()
+        return
+    changed = _change(original, change)
+    assert changed is not None, f"no change called {change!r}"
+    assert len(changed) == len(original) or change == "extended", change
+    path.write_bytes(changed)
+
+
+@when("the plan file is put back as it was")
+def restore_plan_file(world: World) -> None:
+    path = artifact_file(world)
+    original = need(world.arranged.artifact_bytes, "the artifact's original bytes")
+    if path.is_dir():
+        shutil.rmtree(path)
+    path.write_bytes(original)
+
+
+@given(parsers.parse("the user tried to approve the plan with permission mode {mode}"))
+@when(parsers.parse("the user tries to approve the plan with permission mode {mode}"))
+def try_approve(world: World, mode: str) -> None:
+    approval = latest_approval(world)
+    world.cursors.approve = world.mark()
+    world.cursors.provider_approve = len(world.provider.requests())
+    world.attempt("approval/approve", {**_ref(world, approval), "permissionMode": mode})
+
+
+@then(parsers.parse("approving is refused with {code}"))
+@verifies("P13")
+def approve_refused(world: World, code: str) -> None:
+    error = world.outcome.require_error()
+    assert error.canonical == code, f"approving was answered with {error.canonical}, not {code}"
+
+
+@then("the plan still awaits approval and the session is unchanged")
+@verifies("P13")
+def still_pending(world: World) -> None:
+    approval = latest_approval(world)
+    assert approval["status"] == "pending", f"the approval is {approval['status']}"
+    assert approval["executionId"] is None and approval["permissionMode"] is None, approval
+    row = _row(world, approval["approvalId"])
+    assert row["status"] == "pending" and row["execution_id"] is None, f"stored: {row}"
+    assert row["permission_mode"] is None and row["decided_at"] is None, f"stored: {row}"
+    created = world.sessions["main"]
+    session = read_session(world)
+    assert session["mode"] == "plan", f"the session moved to {session['mode']}"
+    assert session["permissionMode"] == created["permissionMode"], session
+    assert session["pendingApprovalId"] == approval["approvalId"], session
+    assert session["activeExecutionId"] is None and session["activeTurnId"] is None, (
+        f"the session still shows an active turn or execution: {session}"
+    )
+    stored = world.storage().rows("sessions", "id = ?", (session_id(world),))[0]
+    assert stored["mode"] == "plan", f"the stored session is in {stored['mode']} mode"
+    assert stored["permission_mode"] == created["permissionMode"], stored
+    since = world.cursors.approve
+    assert not world.notifications("execution/updated", since), "an execution was announced"
+    assert not world.notifications("turn/started", since), "a turn was started"
+
+
+@then(parsers.parse("opening the plan is refused with {code}"))
+@verifies("P13")
+def open_refused(world: World, code: str) -> None:
+    approval = latest_approval(world)
+    outcome = world.attempt("artifact/read", _ref(world, approval))
+    world.plan.read_outcome = outcome
+    if outcome.error is None:
+        content = base64.b64decode(outcome.require_result()["contentBase64"])
+        raise AssertionError(
+            f"opening the plan returned {len(content)} bytes that disagree with the record "
+            f"({approval['artifact']['byteSize']} bytes, SHA-256 {approval['artifact']['sha256']})"
+        )
+    assert outcome.error.canonical == code, (
+        f"opening the plan was answered with {outcome.error.canonical}, not {code}"
+    )
+
+
+@then("after rejecting the plan the user can start a new turn")
+@verifies("P13")
+def reject_then_prompt(world: World) -> None:
+    reject_plan(world)
+    rejected = world.outcome.require_result()["approval"]
+    assert rejected["status"] == "rejected", rejected
+    world.provider.enqueue(TextReply("Ready for the next request."))
+    try:
+        ended = run_prompt(world, "Let us start over.")
+    except Exception as refused:
+        raise AssertionError(f"the session did not accept a new prompt: {refused}") from refused
+    assert ended["outcome"] == "completed", f"the new turn ended {ended}"
+
+
+@then("the approval goes ahead and the plan is carried out")
+@verifies("P13")
+def approval_goes_ahead(world: World) -> None:
+    result = world.outcome.require_result()
+    approval = result["approval"]
+    assert approval["status"] == "approved", approval
+    world.wait_for(
+        "execution/updated",
+        lambda p: p["approvalId"] == approval["approvalId"] and p["executionState"] == "completed",
+        since=world.cursors.approve,
+    )

@@ -1,0 +1,264 @@
+"""Steps showing that the planning tools work (P10), that every call gets one result (P9),
+and that a model-supplied search cannot stall the host (P22)."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from typing import Any
+
+import pytest
+from pytest_bdd import given, parsers, then, when
+
+from conformance.blame import blame, verifies
+from conformance.loopback_page import LocalPage
+from conformance.messages import (
+    message_text,
+    messages_after_call,
+    request_answering,
+    request_text,
+    unanswered_tool_messages,
+)
+from conformance.mock_provider import RecordedRequest, TextReply
+from conformance.steps.plan import check_one_result, check_refusal
+from conformance.steps.requests import request
+from conformance.steps.sessions import session_id
+from conformance.world import World, need
+
+PLAN_TOOLS = sorted(
+    ["Read", "Glob", "Grep", "BrowserPreview", "Bash", "EnterPlanMode", "SubmitPlan", "new_context"]
+)
+SLOW_SEARCH_S = 1.0
+"""A search that took longer than this had time to hold up another session."""
+
+
+def _turn_requests(world: World) -> list[RecordedRequest]:
+    return world.provider.requests()[world.cursors.provider_turn :]
+
+
+def _given_after(world: World, tool: str) -> tuple[str, RecordedRequest]:
+    """The text the model was given after its ``tool`` call, and the request carrying it."""
+    call_id = world.script.call_id(tool)
+    request = request_answering(_turn_requests(world), call_id)
+    assert request is not None, f"the model was never given the result of its {tool} call"
+    text = "\n".join(message_text(m) for m in messages_after_call(request, call_id))
+    return text, request
+
+
+# -- arrangements -------------------------------------------------------------------------
+
+
+@given(parsers.parse('a local web page that says "{text}"'))
+def local_page(world: World, text: str, request: pytest.FixtureRequest) -> None:
+    page = LocalPage(f"{text} {uuid.uuid4().hex[:12]}")
+    request.addfinalizer(page.close)
+    world.arranged.local_page = page
+
+
+# -- P10: the tools at work ---------------------------------------------------------------
+
+
+@then(
+    parsers.re(
+        r"the model was given (?P<wanted>\"[^\"]+\"(?: and \"[^\"]+\")*)"
+        r"(?: but not (?P<unwanted>\"[^\"]+\"))? after its (?P<tool>\w+) call"
+    )
+)
+@verifies("P10")
+def given_after_call(world: World, wanted: str, unwanted: str | None, tool: str) -> None:
+    call_id = world.script.call_id(tool)
+    result = check_one_result(world, call_id, tool)
+    assert result["status"] == "ok", f"the {tool} call did not work: {result}"
+    text, _ = _given_after(world, tool)
+    for item in re.findall(r'"([^"]+)"', wanted):
+        assert item in text, f"after its {tool} call the model was not given {item!r}: {text!r}"
+    for item in re.findall(r'"([^"]+)"', unwanted or ""):
+        assert item not in text, f"after its {tool} call the model was given {item!r}: {text!r}"
+
+
+@then("the local page was fetched")
+@verifies("P10")
+def page_fetched(world: World) -> None:
+    page = need(world.arranged.local_page, "local web page")
+    assert page.paths, "BrowserPreview did not fetch the local page"
+
+
+@then("the model was given the page's text after its BrowserPreview call")
+@verifies("P10")
+def given_page(world: World) -> None:
+    page = need(world.arranged.local_page, "local web page")
+    result = check_one_result(world, world.script.call_id("BrowserPreview"), "BrowserPreview")
+    assert result["status"] == "ok", f"the BrowserPreview call did not work: {result}"
+    text, _ = _given_after(world, "BrowserPreview")
+    assert page.text in text, f"the model was not given the page's text: {text[:300]!r}"
+
+
+@then("after the switch the model was offered exactly the planning tools")
+@verifies("P10")
+def plan_tools_after_switch(world: World) -> None:
+    result = check_one_result(world, world.script.call_id("EnterPlanMode"), "EnterPlanMode")
+    assert result["status"] == "ok", f"the EnterPlanMode call did not work: {result}"
+    requests = _turn_requests(world)
+    assert requests and "SubmitPlan" not in requests[0].tool_names, (
+        f"the Agent turn started with the Plan tools: {requests[0].tool_names if requests else []}"
+    )
+    _, after = _given_after(world, "EnterPlanMode")
+    assert sorted(after.tool_names) == PLAN_TOOLS, (
+        f"after EnterPlanMode the host offered {sorted(after.tool_names)}, expected {PLAN_TOOLS}"
+    )
+
+
+@then("after the new context the model saw the summary and none of the earlier conversation")
+@verifies("P10")
+def summary_after_reset(world: World) -> None:
+    result = check_one_result(world, world.script.call_id("new_context"), "new_context")
+    assert result["status"] == "ok", f"the new_context call did not work: {result}"
+    requests = _turn_requests(world)
+    assert len(requests) >= 2, "the model was not asked again after its new_context call"
+    _check_reset(world, requests[-1], "after the new context")
+
+
+@then("the model again saw the summary and none of the conversation before it")
+@verifies("P10")
+def summary_in_later_turn(world: World) -> None:
+    requests = _turn_requests(world)
+    assert requests, "the host made no request to the model in the later turn"
+    _check_reset(world, requests[0], "in the later turn")
+
+
+def _check_reset(world: World, request: RecordedRequest, when: str) -> None:
+    arguments = world.script.arguments("new_context")
+    summary = str(arguments["summary"]) if isinstance(arguments, dict) else arguments
+    text = request_text(request)
+    assert summary in text, f"{when} the model was not given the summary: {text[:300]!r}"
+    for earlier in world.script.earlier_conversation:
+        assert earlier not in text, f"{when} the model was still given {earlier!r}"
+    orphans = unanswered_tool_messages(request)
+    assert not orphans, (
+        f"{when} the request is not valid Chat Completions: tool messages answer no call of "
+        f"an earlier assistant message: {orphans}"
+    )
+
+
+# -- P9: one result per call --------------------------------------------------------------
+
+
+@then(parsers.parse("every call of that message got exactly one result: {outcomes}"))
+@verifies("P9")
+def one_result_each(world: World, outcomes: str) -> None:
+    expected = [o.strip() for o in outcomes.replace(" and ", ", ").split(",")]
+    batch = world.script.last_batch
+    assert len(batch) == len(expected), f"the scenario scripted {len(batch)} calls"
+    announced = [n["params"] for n in world.notifications("turn/toolCall", world.cursors.turn)]
+    for call, outcome in zip(batch, expected, strict=True):
+        calls = [a for a in announced if a["toolCallId"] == call.call_id]
+        assert len(calls) == 1, f"the {call.tool} call was announced {len(calls)} times"
+        result = check_one_result(world, call.call_id, call.tool)
+        if outcome == "ok":
+            assert result["status"] == "ok", f"the {call.tool} call failed: {result}"
+        else:
+            check_refusal(result, call.tool, outcome)
+    ended = need(world.last_turn_end, "finished turn")
+    assert ended["outcome"] == "completed", f"the turn ended {ended}"
+
+
+# -- P22: a runaway search ----------------------------------------------------------------
+
+
+def _arrival(world: World, method: str, match: dict[str, str]) -> float | None:
+    """When (seconds into the scenario) the host's first ``method`` notification whose
+    params hold ``match`` arrived."""
+    for line, offset in world.transcript():
+        if line.direction != "host-to-client" or f'"{method}"' not in line.text:
+            continue
+        try:
+            message = json.loads(line.text)
+        except ValueError:
+            continue
+        params = message.get("params") if isinstance(message, dict) else None
+        if (
+            message.get("method") == method
+            and isinstance(params, dict)
+            and all(params.get(k) == v for k, v in match.items())
+        ):
+            return float(line.elapsed) + offset
+    return None
+
+
+@when("the user sends a prompt and uses the other session while the search runs")
+def search_while_other_session_works(world: World) -> None:
+    seen = world.search
+    seen.call_id = world.script.call_id("Grep")
+    world.provider.enqueue(TextReply("The other session's answer."))
+    world.cursors.turn = world.mark()
+    world.cursors.provider_turn = len(world.provider.requests())
+    turn_id = request(
+        world, "session/prompt", {"sessionId": session_id(world), "text": "Search the project."}
+    )["turnId"]
+    world.active_turn = turn_id
+    world.wait_for("turn/toolCall", lambda p: p["toolCallId"] == seen.call_id, world.cursors.turn)
+    other = session_id(world, "other")
+    mark = world.mark()
+    try:
+        other_turn = request(
+            world, "session/prompt", {"sessionId": other, "text": "Meanwhile, a quick question."}
+        )["turnId"]
+        world.wait_for("turn/ended", lambda p: p["turnId"] == other_turn, since=mark)
+    except (TimeoutError, AssertionError) as stalled:
+        seen.other_error = str(stalled)
+    else:
+        done = world.notifications("turn/toolResult", world.cursors.turn)
+        seen.other_ended_first = not any(n["params"]["toolCallId"] == seen.call_id for n in done)
+    try:
+        seen.result = world.wait_for(
+            "turn/toolResult", lambda p: p["toolCallId"] == seen.call_id, world.cursors.turn
+        )
+        world.last_turn_end = world.wait_for(
+            "turn/ended", lambda p: p["turnId"] == turn_id, world.cursors.turn
+        )
+    except TimeoutError:
+        return
+    started = _arrival(world, "turn/toolCall", {"toolCallId": seen.call_id})
+    finished = _arrival(world, "turn/toolResult", {"toolCallId": seen.call_id})
+    if started is not None and finished is not None:
+        seen.search_seconds = finished - started
+
+
+@then("the other session was served while the search ran")
+@verifies("P22")
+def other_served(world: World) -> None:
+    seen = world.search
+    assert seen.other_error is None, (
+        f"the other session was not served while the search ran: {seen.other_error}"
+    )
+    took = seen.search_seconds
+    if took is not None and took > SLOW_SEARCH_S:
+        assert seen.other_ended_first, (
+            f"the other session was served only after the {took:.1f} s search had ended"
+        )
+
+
+@then("the search ended with the matching file or with TOOL_FAILED")
+@verifies("P22")
+def search_ended(world: World) -> None:
+    seen = world.search
+    result = seen.result
+    limit = world.timeout
+    assert result is not None, f"the search did not end within {limit:g} s"
+    assert seen.search_seconds is None or seen.search_seconds <= limit, (
+        f"the search took {seen.search_seconds:.1f} s, more than {limit:g} s"
+    )
+    if result["status"] == "ok":
+        text, _ = _given_after(world, "Grep")
+        assert "match.txt" in text, (
+            f"the search reported success without the matching file: {text[:300]!r}"
+        )
+    else:
+        check_refusal(result, "Grep", "TOOL_FAILED")
+    with blame("P9"):
+        assert len([r for r in _results(world) if r["toolCallId"] == seen.call_id]) == 1
+
+
+def _results(world: World) -> list[dict[str, Any]]:
+    return [n["params"] for n in world.notifications("turn/toolResult")]

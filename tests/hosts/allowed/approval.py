@@ -1,0 +1,97 @@
+"""Allowed variations: what the host chooses about approvals and executions."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hosts.registry import AllowedCase, patch, variant
+from reference_host import turns
+from reference_host.approvals import Approvals
+from reference_host.storage import ApprovalRow
+
+_EXECUTION_PROMPT = 'The user approved the plan "'
+
+
+def _as_parts(message: Mapping[str, Any], role: str) -> dict[str, Any]:
+    content = message["content"]
+    return {"role": role, "content": [{"type": "text", "text": content}]}
+
+
+@variant("plan-in-system-message")
+def _plan_in_system_message() -> None:
+    # The execution prompt (artifact path and markdown) reaches the model as a system
+    # message, and user and system messages carry array-of-parts content: any role and
+    # either content form are allowed (P15).
+    original = turns.complete
+
+    async def complete(
+        client: Any, config: Any, messages: Sequence[Mapping[str, Any]], *args: Any, **kw: Any
+    ) -> Any:
+        sent: list[dict[str, Any]] = []
+        for message in messages:
+            content = message.get("content")
+            if message.get("role") == "user" and isinstance(content, str):
+                role = "system" if content.startswith(_EXECUTION_PROMPT) else "user"
+                sent.append(_as_parts(message, role))
+            elif message.get("role") == "system" and isinstance(content, str):
+                sent.append(_as_parts(message, "system"))
+            else:
+                sent.append(dict(message))
+        return await original(client, config, sent, *args, **kw)
+
+    patch(turns, "complete", complete)
+
+
+@variant("no-queued-notification")
+def _no_queued_notification() -> None:
+    # The approve response already says queued; execution/updated starts at running.
+    original = Approvals._notify_execution
+
+    def notify(self: Approvals, row: ApprovalRow, turn_id: str | None) -> None:
+        if row.execution_state != "queued":
+            original(self, row, turn_id)
+
+    patch(Approvals, "_notify_execution", notify)
+
+
+@variant("refuses-approve-while-execution-ends")
+def _refuses_approve_while_execution_ends() -> None:
+    # An execution that submitted a new plan takes a moment to wind down; an approve of
+    # that plan meanwhile is refused with EXECUTION_ACTIVE instead of waiting (R4.9).
+    original_settle = turns.TurnRunner.settle
+    original_finished = Approvals.execution_finished
+
+    async def settle(self: turns.TurnRunner, session_id: str, turn_id: str | None) -> None:
+        if self.host.activity_of(session_id).active_execution_id is None:
+            await original_settle(self, session_id, turn_id)
+
+    async def execution_finished(self: Approvals, approval_id: str, final: Any) -> None:
+        row = await self._execution(approval_id)
+        if (await self.host.require_session(row.session_id)).mode == "plan":
+            await asyncio.sleep(0.5)
+        await original_finished(self, approval_id, final)
+
+    patch(turns.TurnRunner, "settle", settle)
+    patch(Approvals, "execution_finished", execution_finished)
+
+
+CASES = [
+    AllowedCase(
+        "plan-in-system-message",
+        "approval,deadline,execution",
+        why="the execution prompt may use any role and array-of-parts content",
+    ),
+    AllowedCase(
+        "no-queued-notification",
+        "approval,execution",
+        why="an execution/updated for queued is optional",
+    ),
+    AllowedCase(
+        "refuses-approve-while-execution-ends",
+        "execution",
+        "plan_made_during_an_execution",
+        why="an approve while the earlier execution is ending may wait or get EXECUTION_ACTIVE",
+    ),
+]
