@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import difflib
-import functools
 import hashlib
 import json
 import os
@@ -157,25 +156,38 @@ def _changed_lines(original: str, mutated: str) -> tuple[int, str, str]:
 _TYPE_ALIAS = re.compile(r"\s*\w+(: TypeAlias)? = Literal\[")
 
 
-def generate(spec: ModuleSpec) -> list[Mutant]:
-    """Every mutant mutmut's operators make of the module, with ids stable across line moves.
+def generate(spec: ModuleSpec, size: int | None = None, seed: int = 0) -> tuple[int, list[Mutant]]:
+    """Mutants mutmut's operators make of the module: all of them, or a seeded sample.
 
-    An id hashes the function, the changed lines and the text before them, not line
-    numbers, so a result survives unrelated edits elsewhere in the module.
+    Returns how many mutations mutmut offers and the mutants chosen. The sample is drawn
+    from mutmut's mutations in a seeded order before any is applied (applying one costs a
+    full rewrite of the module), skipping those that change nothing that runs, until
+    ``size`` are found. An id hashes the function, the changed lines and the text before
+    them, not line numbers.
     """
     # mutmut is a development tool: imported here so that the rest of this file (used by a
     # unit test) does not need it. mutmut reads its config from the current directory.
     with contextlib.chdir(ROOT):
+        import libcst
         from mutmut.mutation.file_mutation import create_mutations, deep_replace
 
         path = ROOT / spec.path
         code = path.read_text(encoding="utf-8")
         module, mutations, _, _ = create_mutations(spec.path, code)
         base = module.code
+        order = list(range(len(mutations)))
+        if size is not None:
+            random.Random(f"{seed}:{spec.name}").shuffle(order)
         mutants: list[Mutant] = []
         seen: dict[str, int] = {}
-        for mutation in mutations:
-            source = deep_replace(module, mutation.original_node, mutation.mutated_node).code
+        for index in order:
+            if size is not None and len(mutants) >= size:
+                break
+            mutation = mutations[index]
+            replaced = deep_replace(module, mutation.original_node, mutation.mutated_node)
+            if not isinstance(replaced, libcst.Module):
+                continue
+            source = replaced.code
             if source == base:
                 continue
             line, before, after = _changed_lines(base, source)
@@ -202,16 +214,23 @@ def generate(spec: ModuleSpec) -> list[Mutant]:
                     source=source,
                 )
             )
-    return mutants
+    return len(mutations), sorted(mutants, key=lambda m: m.id)
 
 
-def sample(mutants: Sequence[Mutant], size: int | None, seed: int, module: str) -> list[Mutant]:
-    """A deterministic sample of one module's mutants (all of them when size is None)."""
-    ordered = sorted(mutants, key=lambda m: m.id)
-    if size is None or size >= len(ordered):
-        return ordered
-    chosen = random.Random(f"{seed}:{module}").sample(ordered, size)
-    return sorted(chosen, key=lambda m: m.id)
+def replacement(module: str, old: str, new: str) -> Mutant:
+    """A named mutant: ``old``, found exactly once in the module, replaced by ``new``.
+
+    The CI slice uses these: they go through the same workspace and oracle as mutmut's
+    mutants, but do not depend on mutmut or on the order of its mutations.
+    """
+    spec = MODULES[module]
+    base = (ROOT / spec.path).read_text(encoding="utf-8")
+    if base.count(old) != 1:
+        raise ValueError(f"{spec.path}: {old!r} occurs {base.count(old)} times, not once")
+    source = base.replace(old, new)
+    line, before, after = _changed_lines(base, source)
+    digest = hashlib.sha1(f"{spec.path}\0{old}\0{new}".encode()).hexdigest()[:10]
+    return Mutant(f"{module}/{digest}", module, spec.path, line, None, before, after, source)
 
 
 # --- the oracle -------------------------------------------------------------------------
@@ -262,9 +281,7 @@ class Workspace:
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            [str(self.dir), *filter(None, [env.get("PYTHONPATH")])]
-        )
+        env["PYTHONPATH"] = os.pathsep.join([str(self.dir), *filter(None, [env.get("PYTHONPATH")])])
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         return env
 
@@ -282,6 +299,37 @@ class Workspace:
 
     def remove(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class _Live:
+    """The harness runs under way, each in its own process group, ended if the campaign is."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.processes: set[subprocess.Popen[bytes]] = set()
+        self.closed = False
+
+    def start(self, argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        with self.lock:
+            if self.closed:
+                raise RuntimeError("the campaign is stopping")
+            process = subprocess.Popen(argv, **kwargs)
+            self.processes.add(process)
+        return process
+
+    def forget(self, process: subprocess.Popen[bytes]) -> None:
+        with self.lock:
+            self.processes.discard(process)
+
+    def end_all(self) -> None:
+        with self.lock:
+            self.closed = True
+            for process in self.processes:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+
+
+_LIVE = _Live()
 
 
 def run_oracle(
@@ -319,7 +367,7 @@ def run_oracle(
     if keyword:
         argv += ["-k", keyword]
     started = time.monotonic()
-    process = subprocess.Popen(
+    process = _LIVE.start(
         argv,
         cwd=workspace.dir,
         env=workspace.env(),
@@ -334,6 +382,8 @@ def run_oracle(
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
         code = None
+    finally:
+        _LIVE.forget(process)
     seconds = round(time.monotonic() - started, 2)
     failed, skipped = _read_summary(report / "summary.json")
     if code is None:
@@ -348,44 +398,59 @@ def run_oracle(
 
 
 def _read_summary(summary: Path) -> tuple[list[str], list[str]]:
-    """Scenarios that failed or errored ("status: id"), and the ids the driver left out.
+    """Scenarios that failed or errored ("status: id"), and those the driver left out.
 
-    With ``--areas`` the summary still lists every scenario; those outside the areas
-    say so, so only the ones left out for another reason (the driver) are kept.
+    With ``--areas`` the summary still lists every scenario; those outside the areas say
+    so. The in-process driver leaves out the scenarios that stop the host abruptly; their
+    ids are returned flattened the way ``-k`` matches them (lower case, ``_`` for spaces,
+    no punctuation), so that a subprocess run can take them up.
     """
     try:
         data = json.loads(summary.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return [], []
     scenarios = data.get("scenarios", [])
+    areas = set(data.get("run", {}).get("areas") or ())
     failed = [
         f"{s['status']}: {s['id']}" for s in scenarios if s.get("status") in ("failed", "errored")
     ]
     skipped = [
-        s["id"]
+        re.sub(r"\W", "", str(s["id"]).lower().replace(" ", "_"))
         for s in scenarios
-        if s.get("status") == "not-run" and s.get("reason") == "not selected in this run"
+        if s.get("status") == "not-run"
+        and str(s.get("reason") or "").startswith("needs a driver")
+        and (not areas or s.get("area") in areas)
     ]
     return failed, skipped
 
 
 def judge(
-    workspace: Workspace, mutant: Mutant, driver: str, scenario_timeout: float
+    workspace: Workspace,
+    mutant: Mutant,
+    driver: str,
+    scenario_timeout: float,
+    *,
+    areas: Sequence[str] | None = None,
+    keyword: str | None = None,
 ) -> list[Verdict]:
-    """Apply the mutant and run the oracle; ``hybrid`` confirms survivors in a subprocess."""
-    areas = MODULES[mutant.module].areas
+    """Apply the mutant and run the oracle; ``hybrid`` confirms survivors in a subprocess.
+
+    ``areas`` defaults to the module's; ``keyword`` narrows the run further (``-k``).
+    """
+    areas = MODULES[mutant.module].areas if areas is None else areas
+    timeout = scenario_timeout
     with workspace.applied(mutant.path, mutant.source):
         if driver != "hybrid":
-            return [run_oracle(workspace, areas, driver, scenario_timeout=scenario_timeout)]
-        first = run_oracle(workspace, areas, "inprocess", scenario_timeout=scenario_timeout)
+            return [run_oracle(workspace, areas, driver, keyword=keyword, scenario_timeout=timeout)]
+        first = run_oracle(workspace, areas, "inprocess", keyword=keyword, scenario_timeout=timeout)
         if first.outcome != SURVIVED or not first.skipped:
             return [first]
         # What the in-process driver could not run (it cannot crash its host) runs in a
         # subprocess, selected by the flattened ids that -k matches.
-        keyword = " or ".join(re.sub(r"\W", "", i.lower().replace(" ", "_")) for i in first.skipped)
-        second = run_oracle(
-            workspace, areas, "subprocess", keyword=keyword, scenario_timeout=scenario_timeout
-        )
+        again = " or ".join(first.skipped)
+        if keyword:
+            again = f"({keyword}) and ({again})"
+        second = run_oracle(workspace, areas, "subprocess", keyword=again, scenario_timeout=timeout)
         return [first, second]
 
 
@@ -410,46 +475,72 @@ def fingerprint() -> dict[str, str]:
     }
 
 
-def load_equivalents() -> dict[str, str]:
-    """Survivors judged equivalent: mutant id → one-line reason."""
-    if not EQUIVALENTS.exists():
+_MUTANT_ID = re.compile(r"[a-z_]+/[0-9a-f]{10}(-\d+)?")
+
+
+def load_equivalents(path: Path = EQUIVALENTS) -> dict[str, str]:
+    """Survivors judged equivalent: mutant id → one-line reason.
+
+    The file has one table, ``[equivalent]``, of ``"module/hash" = "reason"``. An id of
+    the wrong shape, an unknown module or an empty reason is an error: a typo must not
+    quietly leave a survivor out of the score's denominator.
+    """
+    if not path.exists():
         return {}
-    with EQUIVALENTS.open("rb") as fh:
+    with path.open("rb") as fh:
         data = tomllib.load(fh)
-    return {str(k): str(v) for k, v in data.get("equivalent", {}).items()}
+    unknown = set(data) - {"equivalent"}
+    if unknown:
+        raise ValueError(f"{path.name}: unknown tables {sorted(unknown)}; only [equivalent]")
+    found: dict[str, str] = {}
+    for key, reason in data.get("equivalent", {}).items():
+        if not _MUTANT_ID.fullmatch(key) or key.partition("/")[0] not in MODULES:
+            raise ValueError(f"{path.name}: {key!r} is not a mutant id (module/hash)")
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValueError(f"{path.name}: {key!r} needs a one-line reason")
+        found[key] = reason.strip()
+    return found
 
 
 class Results:
-    """The campaign's JSON results file, written after every mutant."""
+    """The campaign's JSON results file, written after every mutant.
+
+    Every entry records the fingerprint of the host and the suite it was judged against.
+    A run reuses only the entries whose fingerprint is the current one; the others are
+    kept (and reported as stale) until the mutant is judged again, so a sharper suite can
+    re-judge just the survivors (``--recheck survived``).
+    """
 
     def __init__(self, path: Path, config: dict[str, Any]) -> None:
         self.path = path
         self.lock = threading.Lock()
-        prints = fingerprint()
-        self.data: dict[str, Any] = {
-            "format": RESULTS_FORMAT,
-            "fingerprint": prints,
-            "config": config,
-            "mutants": {},
-        }
+        self.fingerprint = fingerprint()
+        self.data: dict[str, Any] = {"format": RESULTS_FORMAT, "config": config, "mutants": {}}
         if path.exists():
             old = json.loads(path.read_text(encoding="utf-8"))
-            if old.get("format") == RESULTS_FORMAT and old.get("fingerprint") == prints:
+            if old.get("format") == RESULTS_FORMAT:
                 self.data["mutants"] = old.get("mutants", {})
+                for entry in self.data["mutants"].values():
+                    # files written before entries carried their own fingerprint
+                    entry.setdefault("fingerprint", old.get("fingerprint"))
             else:
-                print(
-                    f"{path}: the host or the suite changed since it was written; starting afresh",
-                    file=sys.stderr,
-                )
+                print(f"{path}: written in another format; starting afresh", file=sys.stderr)
 
-    def done(self, mutant_id: str) -> bool:
-        return mutant_id in self.data["mutants"]
+    def current(self, mutant_id: str) -> bool:
+        """Whether the mutant was judged against the current host and suite."""
+        entry = self.data["mutants"].get(mutant_id)
+        return entry is not None and entry.get("fingerprint") == self.fingerprint
+
+    def outcome(self, mutant_id: str) -> str | None:
+        entry = self.data["mutants"].get(mutant_id)
+        return None if entry is None else str(entry["outcome"])
 
     def record(self, mutant: Mutant, verdicts: list[Verdict]) -> None:
         final = verdicts[-1]
         entry = {
             **mutant.describe(),
             "outcome": final.outcome,
+            "fingerprint": self.fingerprint,
             "verdicts": [asdict(v) for v in verdicts],
         }
         with self.lock:
@@ -460,43 +551,43 @@ class Results:
 
 
 def score(entries: Iterable[dict[str, Any]], equivalents: dict[str, str]) -> dict[str, Any]:
-    """Per module and overall: killed, survived, equivalent, and the score."""
+    """Per module and overall: the outcomes, and the score.
+
+    score = killed / (mutants - equivalent). A timeout counts as killed (the suite noticed
+    the mutant: it hung). A survivor listed in the equivalents file is left out of the
+    denominator; a listed mutant that was killed is not equivalent and counts as killed.
+    A run the harness could not judge (``investigate``) stays in the denominator: it is
+    not counted as killed until someone looks at it.
+    """
+    keys = ("mutants", KILLED, TIMEOUT, SURVIVED, "equivalent", INVESTIGATE)
     table: dict[str, dict[str, Any]] = {}
     for entry in entries:
-        row = table.setdefault(
-            entry["module"],
-            {"mutants": 0, "killed": 0, "survived": 0, "equivalent": 0, "investigate": 0},
-        )
+        row = table.setdefault(entry["module"], dict.fromkeys(keys, 0))
         row["mutants"] += 1
         outcome = entry["outcome"]
-        if outcome in (KILLED, TIMEOUT):
-            row["killed"] += 1
-        elif outcome == SURVIVED and entry["id"] in equivalents:
+        if outcome == SURVIVED and entry["id"] in equivalents:
             row["equivalent"] += 1
-        elif outcome == SURVIVED:
-            row["survived"] += 1
+        elif outcome in (KILLED, TIMEOUT, SURVIVED):
+            row[outcome] += 1
         else:
-            row["investigate"] += 1
-    total = {k: sum(r[k] for r in table.values()) for k in ("mutants", "killed", "survived")}
-    total["equivalent"] = sum(r["equivalent"] for r in table.values())
-    total["investigate"] = sum(r["investigate"] for r in table.values())
+            row[INVESTIGATE] += 1
+    total: dict[str, Any] = {k: sum(r[k] for r in table.values()) for k in keys}
     for row in [*table.values(), total]:
-        judged = row["killed"] + row["survived"]
-        row["score"] = round(row["killed"] / judged, 4) if judged else None
+        counted = row["mutants"] - row["equivalent"]
+        caught = row[KILLED] + row[TIMEOUT]
+        row["score"] = round(caught / counted, 4) if counted else None
     return {"modules": dict(sorted(table.items())), "total": total}
 
 
 def print_score(summary: dict[str, Any]) -> None:
-    print(f"{'module':<14}{'mutants':>8}{'killed':>8}{'survived':>9}{'equiv':>7}{'score':>8}")
+    head = ("module", "mutants", "killed", "timeout", "survived", "equiv", "unjudged", "score")
+    print(f"{head[0]:<14}" + "".join(f"{h:>9}" for h in head[1:]))
     rows = [*summary["modules"].items(), ("TOTAL", summary["total"])]
     for name, row in rows:
         pct = "-" if row["score"] is None else f"{100 * row['score']:.1f}%"
-        print(
-            f"{name:<14}{row['mutants']:>8}{row['killed']:>8}{row['survived']:>9}"
-            f"{row['equivalent']:>7}{pct:>8}"
-        )
-    if summary["total"]["investigate"]:
-        print(f"to investigate (harness exit other than 0/1/3): {summary['total']['investigate']}")
+        cells = [row[k] for k in ("mutants", KILLED, TIMEOUT, SURVIVED, "equivalent")]
+        cells += [row[INVESTIGATE], pct]
+        print(f"{name:<14}" + "".join(f"{c:>9}" for c in cells))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -508,14 +599,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--sample", type=int, help="at most N mutants per module")
     parser.add_argument("--seed", type=int, default=53)
-    parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument(
-        "--driver", choices=("hybrid", "inprocess", "subprocess"), default="hybrid"
-    )
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--driver", choices=("hybrid", "inprocess", "subprocess"), default="hybrid")
     parser.add_argument("--scenario-timeout", type=float, default=45.0)
     parser.add_argument("--results", type=Path, default=ROOT / "mutation-results.json")
     parser.add_argument("--list", action="store_true", help="list the mutants and stop")
     parser.add_argument("--score-only", action="store_true", help="print the score and stop")
+    parser.add_argument(
+        "--recheck",
+        choices=(SURVIVED, TIMEOUT, INVESTIGATE),
+        help="after the host or the suite changed, judge again only the mutants whose last "
+        "outcome was this one (and those never judged); other stale results are kept",
+    )
+    parser.add_argument("--json", type=Path, help="also write the score table to this file")
     args = parser.parse_args(argv)
 
     names = [n.strip() for n in args.modules.split(",") if n.strip()]
@@ -528,23 +624,38 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     chosen: list[Mutant] = []
     for name in names:
-        everything = generate(MODULES[name])
-        picked = sample(everything, args.sample, args.seed, name)
-        print(f"{name}: {len(everything)} mutants, {len(picked)} chosen", file=sys.stderr)
+        offered, picked = generate(MODULES[name], args.sample, args.seed)
+        print(f"{name}: {offered} mutations offered, {len(picked)} chosen", file=sys.stderr)
         chosen += picked
     if args.list:
         for m in chosen:
             print(f"{m.id}  {m.path}:{m.line}  {m.before.strip()!r} -> {m.after.strip()!r}")
         return 0
 
-    todo = [m for m in chosen if not results.done(m.id)]
+    todo = [
+        m
+        for m in chosen
+        if not results.current(m.id)
+        and (args.recheck is None or results.outcome(m.id) in (None, args.recheck))
+    ]
+    # interleaved modules: a campaign stopped early still has a sample of each
+    random.Random(args.seed).shuffle(todo)
     if not args.score_only and todo:
         _run(todo, results, args.jobs, args.driver, args.scenario_timeout)
 
     chosen_ids = {m.id for m in chosen}
     entries = [e for k, e in results.data["mutants"].items() if k in chosen_ids]
     summary = score(entries, equivalents)
+    summary["config"] = config
+    summary["stale"] = sum(not results.current(e["id"]) for e in entries)
+    summary["not_judged"] = len(chosen_ids) - len(entries)
     print_score(summary)
+    if summary["stale"]:
+        print(f"{summary['stale']} result(s) were judged against an earlier host or suite")
+    if summary["not_judged"]:
+        print(f"{summary['not_judged']} chosen mutant(s) not judged yet")
+    if args.json:
+        args.json.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     survivors = sorted(
         (e for e in entries if e["outcome"] == SURVIVED and e["id"] not in equivalents),
         key=lambda e: e["id"],
@@ -566,8 +677,11 @@ def _run(todo: list[Mutant], results: Results, jobs: int, driver: str, timeout: 
         free_lock = threading.Lock()
         counter = {"n": 0}
         started = time.monotonic()
+        stopping = threading.Event()
 
         def one(mutant: Mutant) -> None:
+            if stopping.is_set():
+                return
             with free_lock:
                 ws = free.pop()
             try:
@@ -575,6 +689,8 @@ def _run(todo: list[Mutant], results: Results, jobs: int, driver: str, timeout: 
             finally:
                 with free_lock:
                     free.append(ws)
+            if stopping.is_set():
+                return  # its harness run was ended with the campaign: no verdict
             results.record(mutant, verdicts)
             with free_lock:
                 counter["n"] += 1
@@ -588,8 +704,17 @@ def _run(todo: list[Mutant], results: Results, jobs: int, driver: str, timeout: 
                 flush=True,
             )
 
-        with ThreadPoolExecutor(max_workers=len(pool)) as executor:
+        def stop(signum: int, _frame: object) -> None:
+            raise SystemExit(128 + signum)
+
+        signal.signal(signal.SIGTERM, stop)
+        executor = ThreadPoolExecutor(max_workers=len(pool))
+        try:
             list(executor.map(one, todo))
+        finally:
+            stopping.set()
+            _LIVE.end_all()
+            executor.shutdown(wait=True, cancel_futures=True)
     finally:
         for ws in pool:
             ws.remove()
