@@ -233,6 +233,31 @@ def replacement(module: str, old: str, new: str) -> Mutant:
     return Mutant(f"{module}/{digest}", module, spec.path, line, None, before, after, source)
 
 
+def reapply(entry: dict[str, Any]) -> Mutant:
+    """A recorded mutant applied again to the module as it is now, under its old id.
+
+    Its changed lines (``before``) are looked for in the current module; of several
+    places, the one nearest the recorded line is taken. This lets ``--recheck`` judge a
+    survivor again after the host or the suite changed, even where the change moved it.
+    """
+    spec = MODULES[entry["module"]]
+    base = (ROOT / spec.path).read_text(encoding="utf-8")
+    before, after = entry["before"], entry["after"]
+    lines = base.splitlines(keepends=True)
+    starts = [sum(len(x) for x in lines[:i]) for i in range(len(lines))]
+    places = [i for i, at in enumerate(starts) if base.startswith(before, at)] if before else []
+    if not places:
+        raise ValueError(f"{spec.path} no longer holds {before.strip()[:60]!r}")
+    index = min(places, key=lambda i: abs(i + 1 - int(entry["line"])))
+    at = starts[index]
+    source = base[:at] + after + base[at + len(before) :]
+    if not after:  # a deleted line: mutmut's diff gave the lines without their end
+        source = base[:at] + base[at + len(before) :].removeprefix("\n")
+    return Mutant(
+        entry["id"], spec.name, spec.path, index + 1, entry.get("function"), before, after, source
+    )
+
+
 # --- the oracle -------------------------------------------------------------------------
 
 
@@ -508,7 +533,7 @@ class Results:
     Every entry records the fingerprint of the host and the suite it was judged against.
     A run reuses only the entries whose fingerprint is the current one; the others are
     kept (and reported as stale) until the mutant is judged again, so a sharper suite can
-    re-judge just the survivors (``--recheck survived``).
+    judge just the survivors again (``--recheck survived``).
     """
 
     def __init__(self, path: Path, config: dict[str, Any]) -> None:
@@ -530,6 +555,11 @@ class Results:
         """Whether the mutant was judged against the current host and suite."""
         entry = self.data["mutants"].get(mutant_id)
         return entry is not None and entry.get("fingerprint") == self.fingerprint
+
+    def entries(self, modules: Iterable[str]) -> list[dict[str, Any]]:
+        wanted = set(modules)
+        found = self.data["mutants"].values()
+        return sorted((e for e in found if e["module"] in wanted), key=lambda e: e["id"])
 
     def outcome(self, mutant_id: str) -> str | None:
         entry = self.data["mutants"].get(mutant_id)
@@ -608,8 +638,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--recheck",
         choices=(SURVIVED, TIMEOUT, INVESTIGATE),
-        help="after the host or the suite changed, judge again only the mutants whose last "
-        "outcome was this one (and those never judged); other stale results are kept",
+        help="judge again only the mutants whose last outcome was this one (and those never "
+        "judged), for example the survivors after the suite was sharpened; other results, "
+        "even stale ones, are kept",
     )
     parser.add_argument("--json", type=Path, help="also write the score table to this file")
     args = parser.parse_args(argv)
@@ -622,33 +653,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = Results(args.results, config)
     equivalents = load_equivalents()
 
-    chosen: list[Mutant] = []
-    for name in names:
-        offered, picked = generate(MODULES[name], args.sample, args.seed)
-        print(f"{name}: {offered} mutations offered, {len(picked)} chosen", file=sys.stderr)
-        chosen += picked
-    if args.list:
-        for m in chosen:
-            print(f"{m.id}  {m.path}:{m.line}  {m.before.strip()!r} -> {m.after.strip()!r}")
-        return 0
-
-    todo = [
-        m
-        for m in chosen
-        if not results.current(m.id)
-        and (args.recheck is None or results.outcome(m.id) in (None, args.recheck))
-    ]
+    if args.recheck:
+        todo = []
+        for entry in results.entries(names):
+            if entry["outcome"] != args.recheck:
+                continue
+            try:
+                todo.append(reapply(entry))
+            except ValueError as exc:
+                print(f"{entry['id']}: cannot be applied again ({exc})", file=sys.stderr)
+        chosen_ids: set[str] | None = None
+    elif not args.score_only or args.list:
+        chosen: list[Mutant] = []
+        for name in names:
+            offered, picked = generate(MODULES[name], args.sample, args.seed)
+            print(f"{name}: {offered} mutations offered, {len(picked)} chosen", file=sys.stderr)
+            chosen += picked
+        if args.list:
+            for m in chosen:
+                print(f"{m.id}  {m.path}:{m.line}  {m.before.strip()!r} -> {m.after.strip()!r}")
+            return 0
+        todo = [m for m in chosen if not results.current(m.id)]
+        chosen_ids = {m.id for m in chosen}
+    else:
+        todo, chosen_ids = [], None
     # interleaved modules: a campaign stopped early still has a sample of each
     random.Random(args.seed).shuffle(todo)
     if not args.score_only and todo:
         _run(todo, results, args.jobs, args.driver, args.scenario_timeout)
 
-    chosen_ids = {m.id for m in chosen}
-    entries = [e for k, e in results.data["mutants"].items() if k in chosen_ids]
+    # The score covers every result of the chosen modules in the file: the file is the
+    # campaign, so a module edited since (which changes its sample) keeps its figures.
+    entries = results.entries(names)
     summary = score(entries, equivalents)
     summary["config"] = config
     summary["stale"] = sum(not results.current(e["id"]) for e in entries)
-    summary["not_judged"] = len(chosen_ids) - len(entries)
+    summary["not_judged"] = (
+        0 if chosen_ids is None else len(chosen_ids - {e["id"] for e in entries})
+    )
     print_score(summary)
     if summary["stale"]:
         print(f"{summary['stale']} result(s) were judged against an earlier host or suite")

@@ -227,3 +227,16 @@ def test_a_summary_gives_failures_and_the_scenarios_left_to_a_subprocess(tmp_pat
     assert failed == ["failed: approval.feature: A"]
     assert skipped == ["restart_interruptionfeature_a_crash_again_x"]
     assert campaign._read_summary(tmp_path / "none.json") == ([], [])
+
+
+def test_a_recorded_mutant_is_applied_again_to_the_current_module() -> None:
+    mutant = campaign.replacement("tasks", 'params["prompt"]', 'params["XXpromptXX"]')
+    again = campaign.reapply(mutant.describe())
+    assert (again.id, again.source, again.line) == (mutant.id, mutant.source, mutant.line)
+    # a line mutmut deleted: recorded with an empty "after"
+    lines = mutant.before
+    deleted = campaign.reapply({**mutant.describe(), "after": ""})
+    original = (ROOT / mutant.path).read_text(encoding="utf-8")
+    assert deleted.source == original.replace(lines + "\n", "", 1)
+    with pytest.raises(ValueError, match="no longer holds"):
+        campaign.reapply({**mutant.describe(), "before": "no such line"})
