@@ -642,6 +642,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "judged), for example the survivors after the suite was sharpened; other results, "
         "even stale ones, are kept",
     )
+    parser.add_argument(
+        "--ids", help="with --recheck: only these mutant ids (comma-separated)", default=""
+    )
     parser.add_argument("--json", type=Path, help="also write the score table to this file")
     args = parser.parse_args(argv)
 
@@ -655,8 +658,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.recheck:
         todo = []
+        only = {i.strip() for i in args.ids.split(",") if i.strip()}
         for entry in results.entries(names):
-            if entry["outcome"] != args.recheck:
+            if entry["outcome"] != args.recheck or (only and entry["id"] not in only):
                 continue
             try:
                 todo.append(reapply(entry))
