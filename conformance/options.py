@@ -13,6 +13,8 @@ import pytest
 
 DEFAULT_STEP_TIMEOUT = 10.0
 DEFAULT_SCENARIO_TIMEOUT = 60.0
+# the feature files pi-conformance run wants collected, comma-separated (see suite/)
+FEATURES_ENV = "PI_CONFORMANCE_FEATURES"
 
 
 @dataclass(frozen=True)

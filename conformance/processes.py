@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import os
 import signal
 import sys
@@ -23,11 +22,13 @@ def become_subreaper() -> bool:
     """Adopt orphaned descendants (Linux only); True when it took effect."""
     if not sys.platform.startswith("linux"):
         return False
-    library = ctypes.util.find_library("c")
-    if library is None:
+    # The C library is already loaded into the interpreter: CDLL(None) finds prctl there
+    # without find_library, which runs ldconfig in a subprocess.
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
         return False
-    libc = ctypes.CDLL(library, use_errno=True)
-    return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    return bool(prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
 
 
 def _alive(process: psutil.Process) -> bool:

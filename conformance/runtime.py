@@ -20,7 +20,7 @@ import pytest
 from pytest_bdd.parser import ScenarioTemplate
 from pytest_bdd.scenario import scenario_wrapper_template_registry
 
-from conformance import aftercheck
+from conformance import aftercheck, surface
 from conformance.drivers import (
     DEFAULT_HOST_CMD,
     HostDriver,
@@ -353,6 +353,17 @@ def pytest_runtest_makereport(
         failure=failure_record(verdict, failed_step, world),
     )
     attach(report, result)
+    report_dir = item.config.getoption("--conformance-report")
+    if world is not None and report_dir:
+        _record_surface(Path(str(report_dir)), world)
+
+
+def _record_surface(report_dir: Path, world: World) -> None:
+    """Append what the scenario exercised of the protocol (see conformance.surface)."""
+    lines = world.transcript()
+    sent = [line.text for line, _ in lines if line.direction == "client-to-host"]
+    received = [line.text for line, _ in lines if line.direction == "host-to-client"]
+    surface.append(report_dir, surface.observe(sent, received))
 
 
 def _record_setup_problem(

@@ -7,9 +7,10 @@ without a broken host fails here.
 
 from __future__ import annotations
 
-from conformance.requirements import active_catalog, sort_key
 from hosts.catalog import broken_cases, load_all
 from hosts.registry import VARIANTS
+
+from conformance.requirements import active_catalog, sort_key
 
 
 def test_every_active_requirement_has_a_broken_host_blamed_on_it() -> None:

@@ -70,9 +70,10 @@ def test_two_scenarios_rendering_one_id_are_caught(tmp_path: Path, second: str) 
 def test_areas_choose_whole_feature_areas() -> None:
     chosen = select(UNIVERSE, ["handshake"]).chosen
     assert {s.area for s in chosen} == {"handshake"}
-    assert len(chosen) == sum(s.area == "handshake" for s in UNIVERSE) == 6
+    in_area = sum(s.area == "handshake" for s in UNIVERSE)
+    assert len(chosen) == in_area > 1
     left_out = select(UNIVERSE, ["handshake"]).left_out
-    assert len(left_out) == len(UNIVERSE) - 6
+    assert len(left_out) == len(UNIVERSE) - in_area
     assert set(left_out.values()) == {"not in the selected areas"}
     assert "handshake" in areas()
 
@@ -90,10 +91,10 @@ def test_keyword_matches_words_of_the_id_with_and_or_not() -> None:
 def test_keyword_matches_the_names_pytest_shows() -> None:
     one = select(UNIVERSE, None, "test_a_client_speaking_version_9_is_accepted").chosen
     assert [s.id for s in one] == ["handshake.feature: A client speaking version 9 is accepted"]
-    outline = "test_approving_switches_the_session_to_agent_with_the_chosen_mode_mode"
+    outline = "test_approving_with_mode_switches_the_session_to_agent_with_that_mode"
     example = select(UNIVERSE, None, f"{outline}[ask]").chosen
     assert [s.title for s in example] == [
-        "Approving switches the session to Agent with the chosen mode (ask)"
+        "Approving with ask switches the session to Agent with that mode"
     ]
     flattened = select(UNIVERSE, None, "client_speaking_the_previous_version").chosen
     assert [s.title for s in flattened] == ["A client speaking the previous version is refused"]

@@ -17,7 +17,6 @@ from conformance.commands.common import (
 )
 from conformance.commands.run import _check_host_cmd, _check_host_module
 from conformance.drivers import DEFAULT_HOST_CMD, HostDriver, HostStartError, SubprocessDriver
-from conformance.explore import INVARIANTS, ExploreSettings, explore
 
 
 def positive_count(text: str) -> int:
@@ -97,6 +96,8 @@ def add_parsers(commands: Any) -> None:
 
 def explore_command(args: argparse.Namespace) -> int:
     """Run the exploration and report it."""
+    from conformance.explore import INVARIANTS, ExploreSettings, explore  # heavy: only here
+
     driver, label = host_driver(args)
     settings = ExploreSettings(
         examples=args.examples,

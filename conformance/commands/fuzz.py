@@ -8,7 +8,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conformance.client import HarnessError
 from conformance.commands.common import (
@@ -19,7 +19,9 @@ from conformance.commands.common import (
 )
 from conformance.commands.explore import add_host_options, host_driver
 from conformance.drivers import HostStartError
-from conformance.fuzz import FuzzReport, FuzzSettings, fuzz
+
+if TYPE_CHECKING:
+    from conformance.fuzz import FuzzReport
 
 CATEGORIES = ("valid", "hostile-valid", "invalid")
 
@@ -73,6 +75,8 @@ def add_parsers(commands: Any) -> None:
 
 def fuzz_command(args: argparse.Namespace) -> int:
     """Run the fuzzer and report."""
+    from conformance.fuzz import FuzzSettings, fuzz  # heavy: only here
+
     driver, label = host_driver(args)
     settings = FuzzSettings(
         examples=args.examples,

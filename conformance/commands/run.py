@@ -49,7 +49,12 @@ from conformance.commands.common import (
 )
 from conformance.drivers import DEFAULT_HOST_CMD, HostDriver, InProcessDriver, SubprocessDriver
 from conformance.expectations import Expectations, ExpectationsError
-from conformance.options import DEFAULT_SCENARIO_TIMEOUT, DEFAULT_STEP_TIMEOUT, parse_shard
+from conformance.options import (
+    DEFAULT_SCENARIO_TIMEOUT,
+    DEFAULT_STEP_TIMEOUT,
+    FEATURES_ENV,
+    parse_shard,
+)
 from conformance.preflight import run_preflight
 from conformance.processes import become_subreaper, descendants, kill_all, signal_group
 from conformance.reports import REPORT_FILES, SUMMARY_FILE, load_summary
@@ -469,8 +474,12 @@ class Supervisor:
         _handle_stop_signals(self._on_signal)
         read_fd, write_fd = os.pipe()
         log = (self.plan.report_dir / "pytest-output.txt").open("wb")
+        # Collecting only the feature files of the chosen scenarios saves most of pytest's
+        # start-up on a small selection; the summary still lists every scenario.
+        features = sorted({s.feature_file for s in self.plan.selection.chosen})
         self.child = subprocess.Popen(
             self.pytest_argv(write_fd),
+            env={**os.environ, FEATURES_ENV: ",".join(features)},
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
