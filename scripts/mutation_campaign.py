@@ -411,7 +411,7 @@ def run_oracle(
         _LIVE.forget(process)
     seconds = round(time.monotonic() - started, 2)
     failed, skipped = _read_summary(report / "summary.json")
-    if code is None:
+    if code is None or code == 124:  # ended by us, or by the harness's own --max-time
         outcome = TIMEOUT
     elif code in (1, 3):
         outcome = KILLED
