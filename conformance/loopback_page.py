@@ -1,18 +1,48 @@
-"""A real web page on 127.0.0.1 for BrowserPreview to fetch, counting the requests it gets."""
+"""A real web page for BrowserPreview to fetch, counting the requests it gets.
+
+It is served on 127.0.0.1, or on this machine's own network address (not loopback) for the
+check that BrowserPreview refuses every host but loopback.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-__all__ = ["LocalPage"]
+__all__ = ["LocalPage", "network_address"]
+
+# Addresses only used to pick the interface of a route; a UDP "connect" sends no packet.
+_ROUTE_PROBES = (("192.0.2.1", 9), ("198.51.100.1", 9), ("10.255.255.254", 9))
+
+
+def network_address() -> str | None:
+    """An IPv4 address of this machine that is not loopback, or None when it has none."""
+    candidates: list[str] = []
+    for probe in _ROUTE_PROBES:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+            try:
+                udp.connect(probe)
+            except OSError:
+                continue
+            candidates.append(str(udp.getsockname()[0]))
+    with contextlib.suppress(OSError):
+        candidates.append(socket.gethostbyname(socket.gethostname()))
+    for candidate in candidates:
+        address = ipaddress.ip_address(candidate)
+        if not (address.is_loopback or address.is_unspecified):
+            return candidate
+    return None
 
 
 class LocalPage:
-    """Serves ``text`` as an HTML page at :attr:`url` until :meth:`close`."""
+    """Serves ``text`` as an HTML page at :attr:`url`, on ``host``, until :meth:`close`."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, host: str = "127.0.0.1") -> None:
         self.text = text
+        self.host = host
         self.paths: list[str] = []
         page = self
 
@@ -31,7 +61,7 @@ class LocalPage:
             def log_message(self, format: str, *args: object) -> None:
                 return
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer((host, 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="local-page", daemon=True
@@ -42,7 +72,7 @@ class LocalPage:
     def url(self) -> str:
         """The page's address."""
         port = self._server.server_address[1]
-        return f"http://127.0.0.1:{port}/preview/index.html"
+        return f"http://{self.host}:{port}/preview/index.html"
 
     def close(self) -> None:
         """Stop serving."""

@@ -179,6 +179,7 @@ class Arrangement:
     other_project_before: dict[str, str] = field(default_factory=dict)
     earlier_artifacts: dict[str, str] = field(default_factory=dict)
     local_page: LocalPage | None = None  # a page served on a loopback address
+    network_page: LocalPage | None = None  # a page on this machine's non-loopback address
     artifact_bytes: bytes | None = None  # an artifact's bytes before the scenario changed it
 
 

@@ -3,8 +3,8 @@ Feature: What the agent may do while planning
   Plan is the same agent in a planning state. While planning, the host offers the model a
   fixed set of read-and-investigate tools plus SubmitPlan, and refuses everything that
   would change the project on its own authority (§1). The tools it offers do their work,
-  every call gets exactly one answer, and no search the model asks for can stall the host
-  (project rules P9, P10, P22).
+  every call gets exactly one answer, a page preview never leaves the machine, and no
+  search the model asks for can stall the host (project rules P9, P10, P22, P23).
 
   Background:
     Given a connected client
@@ -76,7 +76,7 @@ Feature: What the agent may do while planning
       And the user sends a prompt
       Then the model saw the earlier conversation
 
-  Rule: Every tool offered in Plan does its work (project rule P10)
+  Rule: Every tool does its work, in Plan and in Agent (project rule P10)
 
     @P10
     Scenario: Reading a file gives the model its text
@@ -148,6 +148,27 @@ Feature: What the agent may do while planning
       And the model will answer "Understood."
       When the user sends another prompt
       Then the model again saw the summary and none of the conversation before it
+
+    @P10
+    Scenario: Editing a file in Agent mode changes the text as asked
+      Given the project has a file "notes.txt" containing "the cache lives in memory"
+      And a session for the project with permission mode auto
+      And the model will change "memory" to "redis" in "notes.txt" and then answer
+      When the user sends a prompt
+      Then the Edit call worked and the model was given its result
+      And the project file "notes.txt" now reads "the cache lives in redis"
+
+  Rule: A page preview never leaves the machine's loopback interface (project rule P23)
+
+    @P23
+    Scenario: Previewing a page that is not on the loopback interface is refused
+      Given a web page on the machine's network address that says "The admin panel lists 7 users"
+      And a session for the project in Plan mode
+      And the model will preview that page and then answer
+      When the user sends a prompt
+      Then the BrowserPreview call was refused with BROWSER_PREVIEW_REFUSED
+      And the page on the network address was never requested
+      And the model was not given that page's text
 
   Rule: Every tool call gets exactly one result, with a code and a status from the catalog (project rule P9)
 

@@ -5,7 +5,8 @@ Feature: Scheduled tasks never plan unattended
   comes. Only a task explicitly changed to Agent runs unattended (§6).
 
   Unattended runs follow one more rule of this project: a tool call that would need a
-  permission answer is refused with PERMISSION_UNAVAILABLE, and the run goes on (P8).
+  permission answer is refused with PERMISSION_UNAVAILABLE, and the run goes on (P8). A
+  deleted task is gone for good: it is not listed, never runs, and cannot be acted on (P26).
 
   Background:
     Given a connected client
@@ -80,3 +81,35 @@ Feature: Scheduled tasks never plan unattended
       When the task is run now
       Then the Write call ran
       And the run went on to completion
+
+  Rule: A deleted task is gone for good (project rule P26)
+
+    @P26
+    Scenario: A deleted task is no longer listed
+      Given a scheduled task in Agent mode for the project
+      When the user deletes the task
+      Then the task is no longer listed
+
+    @P26
+    Scenario: A deleted task never runs when its time comes
+      Given a scheduled task in Agent mode for the project
+      And the task is due in 5 minutes
+      And the model would answer "The changelog is tidy." if it were asked
+      And the user deleted the task
+      When the time the task was due comes
+      Then the deleted task did not run
+
+    @P26
+    Scenario Outline: Acting on a deleted task is refused (<action>)
+      Given a scheduled task in Agent mode for the project
+      And the user deleted the task
+      When the user tries to <action> the deleted task
+      Then the request is refused with TASK_NOT_FOUND
+      And the deleted task did not run
+      And the task is no longer listed
+
+      Examples:
+        | action |
+        | run    |
+        | change |
+        | delete |

@@ -2,7 +2,8 @@
 Feature: Sessions and their configuration
   A session is one agent bound to a project. It starts in Agent mode, can be switched to
   Plan, and is configured only while it is idle. The model provider's key stays between the
-  host and the provider (§1, §5).
+  host and the provider, and a missing or failing provider fails a prompt, never the
+  session (§1, §5, project rules P21, P24, P25).
 
   Background:
     Given a connected client
@@ -148,3 +149,40 @@ Feature: Sessions and their configuration
       Then every request to the model provider carried the key as a bearer token
       And the key appears in no message from the host
       And the key is stored nowhere in the host's data
+
+  Rule: A session without a model provider asks no provider (project rule P24)
+
+    @P24
+    Scenario: A prompt in a session without a model provider is refused
+      Given a session for the project without a model provider
+      When the user tries to talk to the agent
+      Then the prompt was refused with PROVIDER_NOT_CONFIGURED
+      And the session is idle
+
+    @P24
+    Scenario: A session takes prompts once a model provider is configured
+      Given a session for the project without a model provider
+      And the user tried to talk to the agent
+      And the user configured a model provider for the session
+      And the model will answer "Now I can help."
+      When the user talks to the agent
+      Then the agent answered "Now I can help."
+
+  Rule: A failing model provider fails the turn, not the session (project rule P25)
+
+    @P25
+    Scenario: A provider error ends the turn as failed
+      Given a session for the project
+      And the model provider will refuse the next request
+      When the user tries to talk to the agent
+      Then the turn ended failed with PROVIDER_ERROR
+      And the session is idle
+
+    @P25
+    Scenario: The session takes a new prompt after a provider error
+      Given a session for the project
+      And the model provider will refuse the next request
+      And the user tried to talk to the agent
+      And the model will answer "Back to work."
+      When the user talks to the agent
+      Then the agent answered "Back to work."

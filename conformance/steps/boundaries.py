@@ -21,6 +21,7 @@ from conformance.steps.sessions import (
     MODES,
     _create,
     new_setting,
+    permission_request,
     prompt,
     read_session,
     remember_configuration,
@@ -238,16 +239,7 @@ def execution_goes_on(world: World) -> None:
 @then(parsers.re(r"the host asks permission before (?P<tool>\w+)"))
 def asks_permission(world: World, tool: str) -> None:
     since = max(world.cursors.approve, world.cursors.turn)
-    try:
-        request = world.wait_for("permission/requested", lambda p: p["tool"] == tool, since=since)
-    except TimeoutError:
-        ran = [
-            n["params"]
-            for n in world.notifications("turn/toolResult", since)
-            if n["params"]["tool"] == tool
-        ]
-        assert not ran, f"{tool} ran without asking for permission: {ran[0]}"
-        raise
+    request = permission_request(world, tool, since)
     world.plan.permission_request = request
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from pytest_bdd import given, parsers, then, when
 
 from conformance.blame import blame, verifies
+from conformance.messages import message_text
 from conformance.mock_provider import ScriptedToolCall, StallReply, TextReply, ToolCallsReply
 from conformance.steps.approval import (
     CLOSING_TEXT,
@@ -23,21 +24,11 @@ from conformance.steps.approval import (
 )
 from conformance.steps.model import default_markdown, submit_plan_call
 from conformance.steps.plan import snapshot
-from conformance.steps.sessions import read_session, session_id
+from conformance.steps.sessions import permission_request, read_session, session_id
 from conformance.world import Outcome, SubmittedPlan, World, need
 
 _ACTIVE = ("queued", "running")
 _FINISHED = ("completed", "interrupted")
-
-
-def message_text(message: dict[str, Any]) -> str:
-    """The text a provider message carries: string content or the text of its parts."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return ""
 
 
 def _execution_id(world: World) -> str:
@@ -349,16 +340,7 @@ def _since(world: World) -> int:
 @verifies("P7")
 def asked_before(world: World, tool: str) -> None:
     since = _since(world)
-    try:
-        request = world.wait_for("permission/requested", lambda p: p["tool"] == tool, since=since)
-    except TimeoutError:
-        ran = [
-            n["params"]
-            for n in world.notifications("turn/toolResult", since)
-            if n["params"]["tool"] == tool
-        ]
-        assert not ran, f"{tool} ran without asking for permission: {ran[0]}"
-        raise
+    request = permission_request(world, tool, since)
     assert request["sessionId"] == session_id(world), (
         f"the permission question names session {request['sessionId']}, not the user's"
     )

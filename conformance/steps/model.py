@@ -244,6 +244,18 @@ def model_edits_text(world: World, path: str, old: str) -> None:
     script_calls(world, tool_call(world, "Edit", arguments))
 
 
+@given(parsers.parse('the model will change "{old}" to "{new}" in "{path}" and then answer'))
+def model_changes_text(world: World, old: str, new: str, path: str) -> None:
+    arguments = {"path": path, "old_string": old, "new_string": new}
+    script_calls(world, tool_call(world, "Edit", arguments))
+
+
+@given("the model will preview that page and then answer")
+def model_previews_network_page(world: World) -> None:
+    page = need(world.arranged.network_page, "web page on the network address")
+    script_calls(world, tool_call(world, "BrowserPreview", {"url": page.url}))
+
+
 @given(parsers.parse('the model will write "{path}" and then answer'))
 def model_writes(world: World, path: str) -> None:
     script_calls(world, tool_call(world, "Write", _default_arguments("Write", path)))

@@ -17,6 +17,7 @@ from conformance.blame import blame, verifies
 from conformance.capabilities import require_fault_point
 from conformance.client import HostClient, HostStoppedError
 from conformance.drivers import ReportsExit
+from conformance.messages import message_text
 from conformance.mock_provider import (
     ScriptedToolCall,
     StallReply,
@@ -34,16 +35,6 @@ LOG_COMMAND = "echo once >> log.txt; echo started; sleep 1000"
 
 
 # -- helpers other lifecycle steps share ------------------------------------------------------
-
-
-def message_text(message: dict[str, Any]) -> str:
-    """The text of a provider message, whether its content is a string or text parts."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return ""
 
 
 def prompt_and_wait(world: World, text: str, alias: str = "main") -> dict[str, Any]:

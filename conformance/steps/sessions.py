@@ -1,4 +1,5 @@
-"""Steps about creating, reading and configuring sessions, and the provider key (§1, §5, P21).
+"""Steps about creating, reading and configuring sessions, the provider key (§1, §5, P21), and
+a session without a provider or with a failing one (P24, P25).
 
 Every change is read back twice: over the protocol (``session/get``) and in storage (the
 ``sessions`` row), so a host that answers well but stores otherwise is caught.
@@ -13,8 +14,10 @@ from pytest_bdd import given, parsers, then, when
 
 from conformance.blame import verifies
 from conformance.capabilities import Unverified
+from conformance.client import RpcError
 from conformance.drivers import DUMMY_API_KEY
-from conformance.mock_provider import TextReply
+from conformance.mock_provider import HttpErrorReply, TextReply
+from conformance.protocol_models import ProviderConfig
 from conformance.world import Outcome, World, need
 
 MODES = {"Agent": "agent", "Plan": "plan"}
@@ -480,3 +483,104 @@ def key_not_stored(world: World) -> None:
 
 def _files(root: Path) -> list[Path]:
     return [p for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()]
+
+
+def permission_request(world: World, tool: str, since: int) -> dict[str, Any]:
+    """The host's permission request for ``tool`` since ``since``; a failed check when the
+    tool ran without one."""
+    try:
+        request: dict[str, Any] = world.wait_for(
+            "permission/requested", lambda p: p["tool"] == tool, since=since
+        )
+    except TimeoutError:
+        ran = [
+            n["params"]
+            for n in world.notifications("turn/toolResult", since)
+            if n["params"]["tool"] == tool
+        ]
+        assert not ran, f"{tool} ran without asking for permission: {ran[0]}"
+        raise
+    return request
+
+
+# -- no provider, a failing provider (P24, P25) ---------------------------------------------
+
+PROMPT_TEXT = "Please take a look at the project."
+
+
+@given("a session for the project without a model provider")
+def session_without_provider(world: World) -> None:
+    session = world.rpc.create_session(str(world.workspace)).session
+    assert session.provider is None, f"the session was given the provider {session.provider}"
+    world.sessions["main"] = session.model_dump(mode="json")
+
+
+@given("the user tried to talk to the agent")
+@when("the user tries to talk to the agent")
+def try_to_talk(world: World) -> None:
+    """Prompt the session; the host may refuse the prompt or start a turn that fails."""
+    world.cursors.turn = world.mark()
+    world.cursors.provider_turn = len(world.provider.requests())
+    world.last_turn_end = None
+    try:
+        turn_id = world.rpc.prompt(session_id(world), PROMPT_TEXT).turnId
+    except RpcError as error:
+        world.outcome = Outcome(error=error)
+        return
+    world.outcome = Outcome(result={"turnId": turn_id})
+    wait_turn_end(world, turn_id, world.cursors.turn)
+
+
+@given("the user configured a model provider for the session")
+def configure_provider(world: World) -> None:
+    provider = ProviderConfig(baseUrl=world.provider.base_url, model="mock-model")
+    world.rpc.configure_session(session_id(world), provider=provider)
+    found = world.rpc.get_session(session_id(world)).session.provider
+    assert found == provider, f"the session's provider reads {found} after it was configured"
+
+
+@given("the model provider will refuse the next request")
+def provider_refuses(world: World) -> None:
+    world.provider.enqueue(HttpErrorReply(400, "the provider refused the request"))
+
+
+@then(parsers.parse("the prompt was refused with {code}"))
+@verifies("P24")
+def prompt_refused(world: World, code: str) -> None:
+    if world.outcome.error is not None:
+        assert world.outcome.error.canonical == code, (
+            f"the prompt was refused with {world.outcome.error.canonical}, not {code}"
+        )
+        started = world.notifications("turn/started", world.cursors.turn)
+        assert not started, f"the refused prompt started a turn: {started}"
+    else:
+        ended = need(world.last_turn_end, "finished turn")
+        found = (ended.get("error") or {}).get("code")
+        assert (ended["outcome"], found) == ("failed", code), (
+            f"the prompt's turn ended {ended['outcome']} with {found}, expected failed with {code}"
+        )
+    asked = len(world.provider.requests()) - world.cursors.provider_turn
+    assert asked == 0, f"the host asked a model provider {asked} time(s)"
+
+
+@then(parsers.parse("the turn ended failed with {code}"))
+@verifies("P25")
+def turn_ended_failed(world: World, code: str) -> None:
+    assert world.outcome.error is None, f"the prompt was refused: {world.outcome.error}"
+    ended = need(world.last_turn_end, "finished turn")
+    found = (ended.get("error") or {}).get("code")
+    assert (ended["outcome"], found) == ("failed", code), (
+        f"the turn ended {ended['outcome']} with {found}, expected failed with {code}"
+    )
+    rows = world.storage().rows("turns", "id = ?", (ended["turnId"],))
+    states = [row["state"] for row in rows]
+    assert states == ["failed"], f"the turn is stored as {states}"
+    asked = len(world.provider.requests()) - world.cursors.provider_turn
+    assert asked == 1, f"the host asked the provider {asked} times, expected once"
+
+
+@then(parsers.parse('the agent answered "{text}"'))
+def agent_answered(world: World, text: str) -> None:
+    entries = world.rpc.session_transcript(session_id(world)).entries
+    answers = [_texts(e.content.get("content")) for e in entries if e.role == "assistant"]
+    assert answers and answers[-1] == text, f"the agent's last answer reads {answers[-1:]}"

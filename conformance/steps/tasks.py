@@ -1,4 +1,5 @@
-"""Steps about scheduled tasks and unattended runs (§6, project rule P8).
+"""Steps about scheduled tasks and unattended runs (§6, project rule P8), and deleting a task
+(project rule P26).
 
 A run's end is announced by ``task/runFinished``; whether that comes before or after the
 ``task/run`` response is the host's choice, so every wait looks at what already arrived
@@ -13,9 +14,10 @@ from typing import Any
 from pytest_bdd import given, parsers, then, when
 
 from conformance.blame import verifies
+from conformance.client import RpcError
+from conformance.messages import message_text
 from conformance.mock_provider import ScriptedToolCall, TextReply, ToolCallsReply
 from conformance.steps.model import default_markdown, submit_plan_call
-from conformance.steps.restart import message_text
 from conformance.steps.sessions import MODES
 from conformance.world import Outcome, World, need
 
@@ -273,3 +275,73 @@ def went_on(world: World) -> None:
     assert len(requests) == 2, f"the run asked the model {len(requests)} times, not twice"
     tool_messages = [m for m in requests[1].messages if m.get("role") == "tool"]
     assert tool_messages, "the model was not given the call's result"
+
+
+# -- deleting a task (P26) ------------------------------------------------------------------
+
+
+@given(parsers.parse("the task is due in {minutes:d} minutes"))
+def task_due_later(world: World, minutes: int) -> None:
+    now = world.rpc.clock_get().now
+    task = world.rpc.update_task(_task_id(world), run_at=now + minutes * 60_000).task
+    assert task.runAt == now + minutes * 60_000, f"the task is due at {task.runAt}"
+    world.tasks.task = task.model_dump(mode="json")
+
+
+@given(parsers.parse('the model would answer "{text}" if it were asked'))
+def model_would_answer(world: World, text: str) -> None:
+    world.provider.enqueue(TextReply(text))
+
+
+@given("the user deleted the task")
+@when("the user deletes the task")
+def delete_task(world: World) -> None:
+    world.rpc.delete_task(_task_id(world))
+
+
+@when(parsers.parse("the time the task was due comes"))
+def due_time_comes(world: World) -> None:
+    _before_run(world)
+    runs_at = need(world.tasks.task, "scheduled task")["runAt"]
+    assert runs_at is not None, "the scenario's task was never due"
+    now = world.rpc.clock_get().now
+    world.rpc.clock_advance(max(0, runs_at - now) + 1)
+
+
+@when(parsers.re(r"the user tries to (?P<action>run|change|delete) the deleted task"))
+def act_on_deleted(world: World, action: str) -> None:
+    _before_run(world)
+    task_id = _task_id(world)
+    try:
+        if action == "run":
+            world.rpc.run_task(task_id)
+        elif action == "change":
+            world.rpc.update_task(task_id, name="Renamed changelog")
+        else:
+            world.rpc.delete_task(task_id)
+    except RpcError as error:
+        world.outcome = Outcome(error=error)
+    else:
+        world.outcome = Outcome(result={})
+
+
+@then("the task is no longer listed")
+@verifies("P26")
+def task_not_listed(world: World) -> None:
+    listed = [task.taskId for task in world.rpc.list_tasks().tasks]
+    assert _task_id(world) not in listed, f"task/list still lists the deleted task: {listed}"
+
+
+@then("the deleted task did not run")
+@verifies("P26")
+def deleted_task_idle(world: World) -> None:
+    since = world.cursors.turn
+    for method in ("task/runFinished", "turn/started"):
+        sent = world.notifications(method, since)
+        assert not sent, f"the host sent {method} for the deleted task: {sent}"
+    calls = len(world.provider.requests()) - world.cursors.provider_turn
+    assert calls == 0, f"the host called the model {calls} time(s) for the deleted task"
+    sessions = world.rpc.list_sessions().sessions
+    assert not sessions, f"the host started sessions for the deleted task: {sessions}"
+    runs = world.storage().rows("scheduled_task_runs")
+    assert not runs, f"scheduled_task_runs records runs of the deleted task: {runs}"

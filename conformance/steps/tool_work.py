@@ -1,5 +1,6 @@
-"""Steps showing that the planning tools work (P10), that every call gets one result (P9),
-and that a model-supplied search cannot stall the host (P22)."""
+"""Steps showing that the tools work (P10), that every call gets one result (P9), that a
+model-supplied search cannot stall the host (P22), and that a page preview stays on the
+loopback interface (P23)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import pytest
 from pytest_bdd import given, parsers, then, when
 
 from conformance.blame import blame, verifies
-from conformance.loopback_page import LocalPage
+from conformance.capabilities import Unverified
+from conformance.loopback_page import LocalPage, network_address
 from conformance.messages import (
     message_text,
     messages_after_call,
@@ -56,6 +58,20 @@ def local_page(world: World, text: str, request: pytest.FixtureRequest) -> None:
     world.arranged.local_page = page
 
 
+@given(parsers.parse('a web page on the machine\'s network address that says "{text}"'))
+def network_page(world: World, text: str, request: pytest.FixtureRequest) -> None:
+    address = network_address()
+    if address is None:
+        raise Unverified(
+            "network-address",
+            "this machine has no network address other than loopback, which the check that "
+            "BrowserPreview refuses other hosts needs (P23)",
+        )
+    page = LocalPage(f"{text} {uuid.uuid4().hex[:12]}", address)
+    request.addfinalizer(page.close)
+    world.arranged.network_page = page
+
+
 # -- P10: the tools at work ---------------------------------------------------------------
 
 
@@ -92,6 +108,44 @@ def given_page(world: World) -> None:
     assert result["status"] == "ok", f"the BrowserPreview call did not work: {result}"
     text, _ = _given_after(world, "BrowserPreview")
     assert page.text in text, f"the model was not given the page's text: {text[:300]!r}"
+
+
+@then(parsers.parse("the {tool} call worked and the model was given its result"))
+@verifies("P10")
+def call_worked(world: World, tool: str) -> None:
+    call_id = world.script.call_id(tool)
+    result = check_one_result(world, call_id, tool)
+    assert result["status"] == "ok", f"the {tool} call did not work: {result}"
+    answering = request_answering(_turn_requests(world), call_id)
+    assert answering is not None, f"the model was never given the result of its {tool} call"
+
+
+@then(parsers.parse('the project file "{path}" now reads "{text}"'))
+@verifies("P10")
+def file_reads(world: World, path: str, text: str) -> None:
+    target = world.workspace / path
+    assert target.is_file(), f"{path} is no longer a file in the project"
+    expected = (text + "\n").encode()  # a line, as the project's files are arranged
+    content = target.read_bytes()
+    assert content == expected, f"{path} holds {content!r}, expected {expected!r}"
+
+
+# -- P23: a page preview stays on loopback --------------------------------------------------
+
+
+@then("the page on the network address was never requested")
+@verifies("P23")
+def network_page_untouched(world: World) -> None:
+    page = need(world.arranged.network_page, "web page on the network address")
+    assert not page.paths, f"BrowserPreview fetched {page.url}: requests for {page.paths}"
+
+
+@then("the model was not given that page's text")
+@verifies("P23")
+def network_text_withheld(world: World) -> None:
+    page = need(world.arranged.network_page, "web page on the network address")
+    for sent in _turn_requests(world):
+        assert page.text not in request_text(sent), "the model was given the page's text"
 
 
 @then("after the switch the model was offered exactly the planning tools")

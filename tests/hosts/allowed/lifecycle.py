@@ -12,6 +12,7 @@ from reference_host import commands, provider_client, shells, turns
 from reference_host import host as host_module
 from reference_host import storage as storage_module
 from reference_host import tasks as tasks_module
+from reference_host.state import ensure_idle_for
 from reference_host.tasks import Tasks
 
 # The structure of schemas/storage/v10.sql written another way: lower-case keywords, no
@@ -231,7 +232,25 @@ def _non_streaming_provider() -> None:
     patch(turns, "complete", _complete_whole)
 
 
+@variant("prompt-without-provider-fails-its-turn")
+def _prompt_without_provider_fails_its_turn() -> None:
+    # A prompt to a session without a provider is accepted; its turn ends failed with
+    # PROVIDER_NOT_CONFIGURED before any provider request.
+    async def session_prompt(self: host_module.Host, params: dict[str, Any]) -> dict[str, Any]:
+        row = await self.require_session(params["sessionId"])
+        ensure_idle_for(self.activity_of(row.id), "a new prompt")
+        return {"turnId": await self.turns.start(row, "prompt", params["text"])}
+
+    patch(host_module.Host, "session_prompt", session_prompt)
+
+
 CASES = [
+    AllowedCase(
+        "prompt-without-provider-fails-its-turn",
+        "sessions",
+        "model_provider",
+        why="a prompt without a provider may be refused or start a turn that fails",
+    ),
     AllowedCase(
         "schema-other-spelling",
         "restart_interruption,migration,handshake",

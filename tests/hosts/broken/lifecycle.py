@@ -36,7 +36,7 @@ from reference_host import storage as storage_module
 from reference_host import tasks as tasks_module
 from reference_host.errors import HostError
 from reference_host.host import Host
-from reference_host.provider_client import ProviderConfig, complete
+from reference_host.provider_client import AssistantReply, ProviderConfig, complete
 from reference_host.rpc import Dispatcher
 from reference_host.storage import ApprovalRow, SessionRow, Storage
 from reference_host.tasks import Tasks
@@ -795,6 +795,157 @@ def _unattended_refusal_ends_run() -> None:
     patch(turns.TurnRunner, "_run_batch", run_batch)
 
 
+# -- deleting a task (P26) ------------------------------------------------------------------
+
+
+@variant("task-delete-only-disables")
+def _task_delete_only_disables() -> None:
+    # task/delete switches the task off and keeps it: it is still listed.
+    async def delete(self: Tasks, params: dict[str, Any]) -> dict[str, Any]:
+        row = await self.require(params["taskId"])
+        await self.update({"taskId": row["id"], "enabled": False})
+        return {}
+
+    patch(Tasks, "delete", delete)
+
+
+@variant("task-delete-keeps-the-timer")
+def _task_delete_keeps_the_timer() -> None:
+    # task/delete hides the task from the protocol but leaves its row and its timer.
+    deleted: set[str] = set()
+    original_require = Tasks.require
+    original_list = Tasks.list
+
+    async def delete(self: Tasks, params: dict[str, Any]) -> dict[str, Any]:
+        row = await self.require(params["taskId"])
+        deleted.add(row["id"])
+        return {}
+
+    async def require(self: Tasks, task_id: str) -> dict[str, Any]:
+        if task_id in deleted:
+            raise HostError("TASK_NOT_FOUND", f"no scheduled task {task_id!r}")
+        return await original_require(self, task_id)
+
+    async def list_tasks(self: Tasks, params: dict[str, Any]) -> dict[str, Any]:
+        listed = await original_list(self, params)
+        return {"tasks": [t for t in listed["tasks"] if t["taskId"] not in deleted]}
+
+    patch(Tasks, "delete", delete)
+    patch(Tasks, "require", require)
+    patch(Tasks, "list", list_tasks)
+
+
+@variant("unknown-task-is-invalid-params")
+def _unknown_task_is_invalid_params() -> None:
+    # A task id that names no task is treated as a malformed parameter.
+    original = Tasks.require
+
+    async def require(self: Tasks, task_id: str) -> dict[str, Any]:
+        try:
+            return await original(self, task_id)
+        except HostError as error:
+            raise HostError("INVALID_PARAMS", error.message) from error
+
+    patch(Tasks, "require", require)
+
+
+# -- no provider, a failing provider (P24, P25) ---------------------------------------------
+
+
+@variant("no-provider-is-invalid-params")
+def _no_provider_is_invalid_params() -> None:
+    # A prompt to a session without a provider is refused as a bad request.
+    original = Host.session_prompt
+
+    async def session_prompt(self: Host, params: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return await original(self, params)
+        except HostError as error:
+            if error.code != "PROVIDER_NOT_CONFIGURED":
+                raise
+            raise HostError("INVALID_PARAMS", error.message) from error
+
+    patch(Host, "session_prompt", session_prompt)
+
+
+@variant("no-provider-leaves-the-session-busy")
+def _no_provider_leaves_the_session_busy() -> None:
+    # The refused prompt has already claimed the session, and nothing releases it.
+    original = Host.session_prompt
+
+    async def session_prompt(self: Host, params: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return await original(self, params)
+        except HostError as error:
+            if error.code == "PROVIDER_NOT_CONFIGURED":
+                self.set_activity(params["sessionId"], active_turn_id="turn-without-provider")
+            raise
+
+    patch(Host, "session_prompt", session_prompt)
+
+
+@variant("provider-error-reported-as-internal")
+def _provider_error_reported_as_internal() -> None:
+    # A provider failure escapes as the host's own failure.
+    original = turns.TurnRunner._ask_model
+
+    async def ask_model(
+        self: turns.TurnRunner, session: Any, turn_id: str, messages: list[Any]
+    ) -> Any:
+        try:
+            return await original(self, session, turn_id, messages)
+        except HostError as error:
+            if error.code != "PROVIDER_ERROR":
+                raise
+            raise HostError("INTERNAL_ERROR", "the turn failed in the host") from error
+
+    patch(turns.TurnRunner, "_ask_model", ask_model)
+
+
+@variant("provider-error-ends-turn-completed")
+def _provider_error_ends_turn_completed() -> None:
+    # A provider failure is taken as an empty answer: the turn completes.
+    original = turns.TurnRunner._ask_model
+
+    async def ask_model(
+        self: turns.TurnRunner, session: Any, turn_id: str, messages: list[Any]
+    ) -> Any:
+        try:
+            return await original(self, session, turn_id, messages)
+        except HostError as error:
+            if error.code != "PROVIDER_ERROR":
+                raise
+            return AssistantReply("", (), "stop")
+
+    patch(turns.TurnRunner, "_ask_model", ask_model)
+
+
+@variant("provider-error-keeps-the-session-busy")
+def _provider_error_keeps_the_session_busy() -> None:
+    # The turn a provider failure ended is announced as failed, but the session goes on
+    # naming it as its active turn.
+    failed: set[str] = set()
+    original_loop = turns.TurnRunner._loop
+    original_set = Host.set_activity
+
+    async def loop(self: turns.TurnRunner, session_id: str, turn_id: str, *args: Any) -> None:
+        try:
+            await original_loop(self, session_id, turn_id, *args)
+        except HostError as error:
+            if error.code == "PROVIDER_ERROR":
+                failed.add(turn_id)
+            raise
+
+    def set_activity(self: Host, session_id: str, **changes: str | None) -> None:
+        releasing = "active_turn_id" in changes and changes["active_turn_id"] is None
+        if releasing and self.activity_of(session_id).active_turn_id in failed:
+            changes.pop("active_turn_id")
+        original_set(self, session_id, **changes)
+
+    patch(turns.TurnRunner, "_loop", loop)
+    patch(Host, "set_activity", set_activity)
+
+
 @variant("kills-only-direct-child")
 def _kills_only_direct_child() -> None:
     # Timeout and cancellation end the shell process, not its process group nor what it
@@ -1457,6 +1608,64 @@ CASES = [
         "write_call_that_needs_permission",
         "P8",
         "the run asked the model 1 times, not twice",
+    ),
+    # -- deleting a task (P26) ----------------------------------------------------------------
+    BrokenCase(
+        "task-delete-only-disables",
+        "scheduled_plan",
+        "deleted_task_is_no_longer_listed",
+        "P26",
+        "task/list still lists the deleted task",
+    ),
+    BrokenCase(
+        "task-delete-keeps-the-timer",
+        "scheduled_plan",
+        "never_runs_when_its_time_comes",
+        "P26",
+        "for the deleted task",
+    ),
+    BrokenCase(
+        "unknown-task-is-invalid-params",
+        "scheduled_plan",
+        "acting_on_a_deleted_task",
+        "P26",
+        "expected TASK_NOT_FOUND",
+    ),
+    # -- no provider, a failing provider (P24, P25) -------------------------------------------
+    BrokenCase(
+        "no-provider-is-invalid-params",
+        "sessions",
+        "without_a_model_provider_is_refused",
+        "P24",
+        "the prompt was refused with INVALID_PARAMS, not PROVIDER_NOT_CONFIGURED",
+    ),
+    BrokenCase(
+        "no-provider-leaves-the-session-busy",
+        "sessions",
+        "without_a_model_provider_is_refused",
+        "P24",
+        "the session is busy",
+    ),
+    BrokenCase(
+        "provider-error-reported-as-internal",
+        "sessions",
+        "provider_error_ends_the_turn",
+        "P25",
+        "the turn ended failed with INTERNAL_ERROR, expected failed with PROVIDER_ERROR",
+    ),
+    BrokenCase(
+        "provider-error-ends-turn-completed",
+        "sessions",
+        "provider_error_ends_the_turn",
+        "P25",
+        "the turn ended completed with None",
+    ),
+    BrokenCase(
+        "provider-error-keeps-the-session-busy",
+        "sessions",
+        "provider_error_ends_the_turn",
+        "P25",
+        "the session is busy",
     ),
     # -- shells and commands ----------------------------------------------------------------
     BrokenCase(

@@ -18,6 +18,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from hosts.registry import BrokenCase, patch, variant
 from reference_host import approvals, artifacts, turns
 from reference_host import host as host_module
@@ -25,9 +27,9 @@ from reference_host.approvals import Approvals
 from reference_host.errors import HostError
 from reference_host.provider_client import ToolSpec
 from reference_host.storage import ApprovalRow, SessionRow, Storage
-from reference_host.tools import files
+from reference_host.tools import browser, files
 from reference_host.tools.browser import BrowserPreview
-from reference_host.tools.files import Grep, Read
+from reference_host.tools.files import Edit, Grep, Read
 
 PLUGIN_PREFIXES = ("mcp__", "plugin__")
 
@@ -195,6 +197,41 @@ def _a_refusal_ends_the_turn() -> None:
 
 
 # -- the plan tools at work (P10) ---------------------------------------------------------
+
+
+@variant("edit-reports-ok-without-writing")
+def _edit_reports_ok_without_writing() -> None:
+    # The edit is computed and reported, but the file is never written back.
+    def edit(root: Path, relative: str, old: str, new: str, replace_all: bool) -> str:
+        return f"Replaced 1 occurrence in {relative}"
+
+    patch(Edit, "_edit", staticmethod(edit))
+
+
+# -- BrowserPreview stays on loopback (P23) --------------------------------------------------
+
+
+@variant("browser-preview-fetches-any-host")
+def _browser_preview_fetches_any_host() -> None:
+    # Every http(s) URL counts as local.
+    patch(browser, "is_loopback", lambda host: True)
+
+
+@variant("browser-preview-refuses-after-fetching")
+def _browser_preview_refuses_after_fetching() -> None:
+    # The page is fetched first (to "look at it") and only then refused.
+    original = browser._checked_url
+
+    def checked_url(text: str) -> httpx.URL:
+        try:
+            return original(text)
+        except HostError as refusal:
+            if refusal.code == "BROWSER_PREVIEW_REFUSED":
+                with contextlib.suppress(httpx.HTTPError):
+                    httpx.get(text, timeout=2.0, trust_env=False)
+            raise
+
+    patch(browser, "_checked_url", checked_url)
 
 
 @variant("read-returns-a-summary")
@@ -1064,6 +1101,28 @@ CASES = [
         "new_context",
         "P10",
         "the model was not given the summary",
+    ),
+    BrokenCase(
+        "edit-reports-ok-without-writing",
+        PT,
+        "editing_a_file",
+        "P10",
+        "notes.txt holds b'the cache lives in memory",
+    ),
+    # P23
+    BrokenCase(
+        "browser-preview-fetches-any-host",
+        PT,
+        "not_on_the_loopback",
+        "P23",
+        "the BrowserPreview call ran, expected BROWSER_PREVIEW_REFUSED",
+    ),
+    BrokenCase(
+        "browser-preview-refuses-after-fetching",
+        PT,
+        "not_on_the_loopback",
+        "P23",
+        "BrowserPreview fetched",
     ),
     # P22
     BrokenCase(
