@@ -491,7 +491,42 @@ def _parse_body(raw: bytes) -> tuple[dict[str, Any], str | None]:
     messages = parsed.get("messages")
     if not isinstance(messages, list) or not messages:
         return parsed, "'messages' is required and must be a non-empty array"
-    return parsed, None
+    return parsed, _conversation_problem(messages)
+
+
+def _conversation_problem(messages: list[Any]) -> str | None:
+    """Why the tool calls and tool messages do not pair up, as Chat Completions requires.
+
+    An assistant message with ``tool_calls`` must be followed directly by one tool message
+    answering each of its calls (by ``tool_call_id``), and a tool message must answer a
+    call of the assistant message before it. The real API rejects a request that breaks
+    either rule with HTTP 400.
+    """
+    waiting: set[str] = set()  # calls of the last assistant message not answered yet
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            return f"messages[{index}] is not an object"
+        role = message.get("role")
+        if role == "tool":
+            call_id = str(message.get("tool_call_id"))
+            if call_id not in waiting:
+                return (
+                    f"messages[{index}] is a tool message for {call_id!r}, which is not a "
+                    "call of the assistant message before it (or was answered already)"
+                )
+            waiting.discard(call_id)
+            continue
+        if waiting:
+            return (
+                f"messages[{index}] ({role}) comes before tool messages answering the "
+                f"calls {sorted(waiting)} of the assistant message before it"
+            )
+        if role == "assistant":
+            calls = message.get("tool_calls") or ()
+            waiting = {str(c.get("id")) for c in calls if isinstance(c, dict)}
+    if waiting:
+        return f"the calls {sorted(waiting)} of the last assistant message have no tool message"
+    return None
 
 
 def _record(

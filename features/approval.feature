@@ -98,6 +98,15 @@ Feature: Approving and rejecting a plan
         | approved       | approves the plan with permission mode auto |
         | rejected again | rejects the plan                            |
 
+    @C6 @R4.4
+    Scenario: A plan rejected before its deadline stays rejected after it
+      Given the user rejected the plan
+      And 31 minutes passed
+      When a stale client approves the plan with permission mode ask
+      Then the request is refused with APPROVAL_NOT_PENDING
+      And the approval is unchanged
+      And no execution was started
+
     @R3.8 @R4.4
     Scenario Outline: An approved plan cannot be <decision> afterwards
       Given the user approved the plan with permission mode auto

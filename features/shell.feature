@@ -89,6 +89,12 @@ Feature: Shells and streamed commands
       Then the output shows a replacement character before "ok"
 
     @P20
+    Scenario: A character whose bytes arrive apart is shown whole
+      Given a session for the project with permission mode auto
+      When the model runs a command that prints a character in two pieces
+      Then the output shows "éok" whole
+
+    @P20
     Scenario: Output exactly at the announced cap is streamed whole
       Given a session for the project with permission mode auto
       When the model runs a command whose output is exactly the host's output cap

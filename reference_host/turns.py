@@ -492,14 +492,24 @@ def _refuse_plan_folder(root: Path, path: str) -> None:
 
 
 def answered_only(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``messages`` without tool results whose call is not among them: a context reset
-    drops the assistant message that called new_context, and a Chat Completions request
-    may hold a tool message only after the assistant message that made its call."""
+    """``messages`` with every tool call paired with its result, as Chat Completions
+    requires. A tool result whose call is not among them is dropped (a context reset drops
+    the assistant message that called new_context), and so is a call that no result
+    answers (a turn ended by a restart while the call ran); an assistant message left with
+    neither text nor calls goes too."""
+    answered = {str(m.get("tool_call_id")) for m in messages if m.get("role") == "tool"}
     made: set[str] = set()
     kept: list[dict[str, Any]] = []
     for message in messages:
-        for call in message.get("tool_calls") or ():
-            made.add(str(call.get("id")))
+        calls = message.get("tool_calls") or []
+        paired = [call for call in calls if str(call.get("id")) in answered]
+        made.update(str(call.get("id")) for call in paired)
+        if len(paired) != len(calls):
+            message = {k: v for k, v in message.items() if k != "tool_calls"}
+            if paired:
+                message["tool_calls"] = paired
+            elif not message.get("content"):
+                continue
         if message.get("role") == "tool" and str(message.get("tool_call_id")) not in made:
             continue
         kept.append(message)

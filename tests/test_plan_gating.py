@@ -154,3 +154,21 @@ def test_a_context_reset_leaves_no_tool_result_without_its_call() -> None:
         {"role": "assistant", "content": "Done."},
     ]
     assert answered_only(history) == [history[0], *history[2:]]
+
+
+def test_a_call_no_result_answers_is_left_out_of_the_history() -> None:
+    # A restart ended the turn while Bash ran: its call has no result. Chat Completions
+    # refuses an assistant message whose calls are not all answered.
+    history = [
+        {"role": "user", "content": "Run it."},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_bash"}]},
+        {"role": "user", "content": "Again?"},
+        {"role": "assistant", "content": "Both.", "tool_calls": [{"id": "a"}, {"id": "b"}]},
+        {"role": "tool", "tool_call_id": "a", "content": "done"},
+    ]
+    assert answered_only(history) == [
+        history[0],
+        history[2],
+        {"role": "assistant", "content": "Both.", "tool_calls": [{"id": "a"}]},
+        history[4],
+    ]

@@ -66,6 +66,8 @@ NAMED_COMMANDS = {
     ),
     "prints a line longer than 64 KiB": "head -c 70000 /dev/zero | tr '\\0' b; echo",
     "prints bytes that are not UTF-8": "printf '\\377ok\\n'",
+    # "é" (C3 A9) in two writes, apart in time: a host reads them in two pieces
+    "prints a character in two pieces": "printf '\\303'; sleep 0.3; printf '\\251ok\\n'",
 }
 
 
@@ -436,6 +438,13 @@ def long_line(world: World, count: int) -> None:
 def replacement(world: World, text: str) -> None:
     out = _output(world, "stdout")
     assert out == "\ufffd" + text + "\n", repr(out)
+
+
+@then(parsers.parse('the output shows "{text}" whole'))
+@verifies("P20")
+def shows_whole(world: World, text: str) -> None:
+    out = _output(world, "stdout")
+    assert out == text + "\n", f"a character split between two reads was not kept whole: {out!r}"
 
 
 @when(parsers.parse("the model runs a command whose output is {size} the host's output cap"))
