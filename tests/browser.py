@@ -36,6 +36,8 @@ FLAGS = (
     "--remote-debugging-pipe",
 )
 TIMEOUT_S = 30.0
+# A cold Chromium on a busy CI machine can take longer than that to answer its first command.
+STARTUP_TIMEOUT_S = 120.0
 
 
 def find_chromium() -> str | None:
@@ -108,7 +110,14 @@ class Chromium:
                     else:
                         self._events.put(message)
 
-    def call(self, method: str, params: dict[str, Any] | None = None, *, page: bool = True) -> Any:
+    def call(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        page: bool = True,
+        timeout: float = TIMEOUT_S,
+    ) -> Any:
         """Send one command (to the page by default) and wait for its answer."""
         answer: queue.Queue[dict[str, Any]] = queue.Queue(maxsize=1)
         with self._lock:
@@ -120,9 +129,9 @@ class Chromium:
             message["sessionId"] = self.session
         os.write(self._commands, json.dumps(message).encode() + b"\0")
         try:
-            reply = answer.get(timeout=TIMEOUT_S)
+            reply = answer.get(timeout=timeout)
         except queue.Empty:
-            raise BrowserError(f"no answer to {method} within {TIMEOUT_S:g} s") from None
+            raise BrowserError(f"no answer to {method} within {timeout:g} s") from None
         if "error" in reply:
             raise BrowserError(f"{method}: {reply['error']}")
         return reply.get("result", {})
@@ -138,7 +147,9 @@ class Chromium:
                 return event.get("params", {})
 
     def _attach_page(self) -> str:
-        targets = self.call("Target.getTargets", page=False)["targetInfos"]
+        targets = self.call("Target.getTargets", page=False, timeout=STARTUP_TIMEOUT_S)[
+            "targetInfos"
+        ]
         pages = [t for t in targets if t["type"] == "page"]
         target = (
             pages[0]["targetId"]
