@@ -13,7 +13,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from conformance.aftercheck import Problem
+from conformance.aftercheck import SCHEMA_REQUIREMENT, Problem
 from conformance.blame import blamed_requirements
 from conformance.capabilities import Unverified
 from conformance.client import HarnessError, HostStoppedError, RpcError
@@ -147,6 +147,17 @@ def classify(
     described = "".join(traceback.format_exception_only(type(error), error)).strip()
     frames = traceback.extract_tb(error.__traceback__)[-3:]
     where = "; ".join(f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno} in {f.name}" for f in frames)
+    if violations:
+        # The steps rely on schema-valid answers; when the host sent one that is not, what
+        # broke in the harness afterwards is a consequence, and the host is to blame.
+        blamed = sorted({SCHEMA_REQUIREMENT, *_blame(problems, tags)})
+        return Verdict(
+            "failed",
+            "check",
+            f"the host broke the published schema: {violations[0].describe()}",
+            f"the scenario could not go on: {described} ({where})",
+            tuple(blamed),
+        )
     return Verdict("harness-error", "harness", f"the harness failed: {described}", where)
 
 

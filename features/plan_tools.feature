@@ -3,8 +3,9 @@ Feature: What the agent may do while planning
   Plan is the same agent in a planning state. While planning, the host offers the model a
   fixed set of read-and-investigate tools plus SubmitPlan, and refuses everything that
   would change the project on its own authority (§1). The tools it offers do their work,
-  every call gets exactly one answer, a page preview never leaves the machine, and no
-  search the model asks for can stall the host (project rules P9, P10, P22, P23).
+  every call gets exactly one answer, a page preview never leaves the machine, no search
+  the model asks for can stall the host, and no tool takes an input its published shape
+  does not allow (project rules P9, P10, P22, P23, P27).
 
   Background:
     Given a connected client
@@ -169,6 +170,31 @@ Feature: What the agent may do while planning
       Then the BrowserPreview call was refused with BROWSER_PREVIEW_REFUSED
       And the page on the network address was never requested
       And the model was not given that page's text
+
+  Rule: A tool takes only the input its published shape allows (project rule P27)
+
+    @P27
+    Scenario Outline: A tool call outside the tool's published input is refused and does nothing (<case>)
+      Given the project has a file "notes.txt" containing "original"
+      And a session for the project with permission mode auto
+      And the model will call <tool> with the input <input>
+      When the user sends a prompt
+      Then the <tool> call was refused with INVALID_TOOL_INPUT
+      And nothing in the project changed
+      And the session is in Agent mode
+
+      Examples:
+        | case                                    | tool           | input                                                                                   |
+        | a command allowed more than an hour     | Bash           | {"command": "touch ran.txt", "timeout_ms": 3600001}                                     |
+        | a command with an option nobody defined | Bash           | {"command": "touch ran.txt", "cwd": "/"}                                                |
+        | a read of a number                      | Read           | {"path": 7}                                                                             |
+        | an empty file pattern                   | Glob           | {"pattern": ""}                                                                         |
+        | a search with an option nobody defined  | Grep           | {"pattern": "original", "ignore_case": true}                                            |
+        | a preview with an option nobody defined | BrowserPreview | {"url": "http://127.0.0.1:9/", "method": "POST"}                                        |
+        | a write without content                 | Write          | {"path": "made.txt"}                                                                    |
+        | an edit whose flag is text              | Edit           | {"path": "notes.txt", "old_string": "original", "new_string": "new", "replace_all": "y"} |
+        | entering Plan with a reason             | EnterPlanMode  | {"reason": "to think first"}                                                            |
+        | a context reset that keeps something    | new_context    | {"summary": "Start over", "keep": ["notes.txt"]}                                        |
 
   Rule: Every tool call gets exactly one result, with a code and a status from the catalog (project rule P9)
 

@@ -257,3 +257,23 @@ def test_faults_of_the_harness_are_never_blamed_on_the_host(
     verdict = classify(error, step_checking_recovery, TAGS, None)
     assert (verdict.status, verdict.kind, verdict.blamed) == ("harness-error", "harness", ())
     assert verdict.message == message
+
+
+def test_a_harness_fault_after_an_answer_off_the_schema_is_blamed_on_the_host(make_world) -> None:
+    """A step that trips over a field the host left out is the host's failure, not the
+    harness's: the answer broke the schema first."""
+    world = make_world(_after(b'{"jsonrpc":"2.0","method":"made/up","params":{}}\n'))
+    world.connect()
+    verdict = classify(KeyError("taskId"), step_checking_recovery, TAGS, world, problems(world))
+    assert (verdict.status, verdict.kind) == ("failed", "check")
+    assert SCHEMA_REQUIREMENT in verdict.blamed
+    assert verdict.message.startswith("the host broke the published schema")
+    assert "made/up" in verdict.message
+    assert "KeyError: 'taskId'" in verdict.detail
+
+
+def test_a_harness_fault_with_a_clean_host_stays_a_harness_error(make_world) -> None:
+    world = make_world()
+    world.connect()
+    verdict = classify(KeyError("taskId"), step_checking_recovery, TAGS, world, problems(world))
+    assert (verdict.status, verdict.kind, verdict.blamed) == ("harness-error", "harness", ())

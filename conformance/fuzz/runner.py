@@ -3,7 +3,7 @@
 One host serves the whole run. Before fuzzing, it is given something to be found: two
 sessions in a temporary workspace, a plan awaiting approval and a scheduled task, whose
 ids generated params often reuse. After every hostile request the host must answer as
-the contract allows and keep serving (a follow-up ``session/list`` answers). A host that
+the contract allows and keep serving (a follow-up ``shell/list`` answers). A host that
 dies or hangs is recorded and replaced by a fresh one, and the fuzzing goes on.
 """
 
@@ -285,8 +285,12 @@ class Target:
         return list(self.rpc.unmatched[before:])
 
     def probe(self) -> None:
-        """The host still serves (raises HostStoppedError or TimeoutError otherwise)."""
-        self.rpc.request("session/list", {})
+        """The host still serves (raises HostStoppedError or TimeoutError otherwise).
+
+        ``shell/list`` answers the same few entries however long the campaign has run;
+        ``session/list`` would grow with every session the frames created, and checking
+        its answer against the schema after every frame made long campaigns quadratic."""
+        self.rpc.request("shell/list", {})
 
     def remember(self, result: dict[str, Any]) -> None:
         """Ids a result hands out become targets of later params."""

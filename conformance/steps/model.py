@@ -160,6 +160,11 @@ def model_tampers(world: World, tool: str) -> None:
     script_calls(world, tool_call(world, name, arguments))
 
 
+@given(parsers.parse("the model will call {tool} with the input {arguments}"))
+def model_calls_with_input(world: World, tool: str, arguments: str) -> None:
+    script_calls(world, tool_call(world, tool, arguments))
+
+
 @given(parsers.re(r"the model will call (?P<tool>\w+)$"))
 def model_calls(world: World, tool: str) -> None:
     script_calls(world, tool_call(world, tool, _default_arguments(tool)))

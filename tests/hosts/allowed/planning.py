@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,28 @@ def _array_content_messages() -> None:
         return await original(client, config, [_as_parts(m) for m in messages], *args, **kw)
 
     patch(turns, "complete", complete)
+
+
+def _without_descriptions(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {k: _without_descriptions(v) for k, v in schema.items() if k != "description"}
+    return schema
+
+
+@variant("terse-tool-definitions")
+def _terse_tool_definitions() -> None:
+    # How the tools are described to the model is the host's own wording: this host offers
+    # every tool with its name as its description and no property descriptions. What each
+    # tool accepts (P27) is unchanged.
+    original = turns.offered_tools
+
+    def offered_tools(mode: str) -> list[Any]:
+        return [
+            replace(spec, description=spec.name, parameters=_without_descriptions(spec.parameters))
+            for spec in original(mode)
+        ]
+
+    patch(turns, "offered_tools", offered_tools)
 
 
 @variant("keeps-partial-artifact-on-failure")
@@ -96,6 +119,12 @@ CASES = [
         "other-artifact-names",
         "artifact_integrity,submit_plan,approval",
         why="the artifact's file name is host-owned",
+    ),
+    AllowedCase(
+        "terse-tool-definitions",
+        "plan_tools",
+        "not runaway",
+        why="the tools' descriptions are the host's wording; P27 judges what they accept",
     ),
     AllowedCase(
         "writable-artifacts",

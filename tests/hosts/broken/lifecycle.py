@@ -795,6 +795,23 @@ def _unattended_refusal_ends_run() -> None:
     patch(turns.TurnRunner, "_run_batch", run_batch)
 
 
+# -- a scheduled task without its id (P5) -------------------------------------------------
+
+
+@variant("task-answers-without-its-id")
+def _task_answers_without_its_id() -> None:
+    # Every ScheduledTask the host answers spells its id key in capitals: the steps that
+    # need the id cannot go on, and the report must still blame the host, not the harness.
+    original = Tasks.wire
+
+    async def wire(self: Tasks, row: dict[str, Any]) -> dict[str, Any]:
+        task = await original(self, row)
+        task["TASKID"] = task.pop("taskId")
+        return task
+
+    patch(Tasks, "wire", wire)
+
+
 # -- deleting a task (P26) ------------------------------------------------------------------
 
 
@@ -1608,6 +1625,13 @@ CASES = [
         "write_call_that_needs_permission",
         "P8",
         "the run asked the model 1 times, not twice",
+    ),
+    BrokenCase(
+        "task-answers-without-its-id",
+        "scheduled_plan",
+        "deleted_task_is_no_longer_listed or changed_to_agent",
+        "P5",
+        "the host broke the published schema",
     ),
     # -- deleting a task (P26) ----------------------------------------------------------------
     BrokenCase(

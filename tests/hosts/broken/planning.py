@@ -208,6 +208,35 @@ def _edit_reports_ok_without_writing() -> None:
     patch(Edit, "_edit", staticmethod(edit))
 
 
+# -- tool inputs (P27) -----------------------------------------------------------------------
+
+
+@variant("tools-check-only-submit-plan")
+def _tools_check_only_submit_plan() -> None:
+    # Only SubmitPlan's input is checked against its schema; every other tool takes whatever
+    # object it is given and makes the best of it.
+    strict = turns.validate_args
+
+    def lenient(spec: ToolSpec, args: Any) -> dict[str, Any]:
+        if spec.name == "SubmitPlan" or not isinstance(args, dict):
+            return strict(spec, args)
+        return args
+
+    for module in (turns, files, browser):
+        patch(module, "validate_args", lenient)
+
+
+@variant("bash-timeout-without-limit")
+def _bash_timeout_without_limit() -> None:
+    # Bash's schema has no upper bound on timeout_ms: a command may run for days.
+    bash = turns._SPECS["Bash"]
+    parameters = dict(bash.parameters)
+    properties = dict(parameters["properties"])
+    properties["timeout_ms"] = {"type": "integer", "minimum": 1}
+    parameters["properties"] = properties
+    patch(turns, "_SPECS", {**turns._SPECS, "Bash": replace(bash, parameters=parameters)})
+
+
 # -- BrowserPreview stays on loopback (P23) --------------------------------------------------
 
 
@@ -1108,6 +1137,21 @@ CASES = [
         "editing_a_file",
         "P10",
         "notes.txt holds b'the cache lives in memory",
+    ),
+    # P27
+    BrokenCase(
+        "tools-check-only-submit-plan",
+        PT,
+        "published_input",
+        "P27",
+        "expected INVALID_TOOL_INPUT",
+    ),
+    BrokenCase(
+        "bash-timeout-without-limit",
+        PT,
+        "published_input and hour",
+        "P27",
+        "the Bash call ran, expected INVALID_TOOL_INPUT",
     ),
     # P23
     BrokenCase(
