@@ -111,6 +111,10 @@ def test_mutations_make_params_invalid_or_hostile() -> None:
     [
         (b"", "none"),
         (b" \t\r", "none"),
+        (b"\x0c", "optional"),
+        (b"\x0b \x0c", "optional"),
+        ("\u00a0\u3000".encode(), "optional"),
+        (b"\xef\xbb\xbf", "optional"),
         (b"{not json", "error"),
         (b"\xff\xfe", "error"),
         (b"[]", "error"),

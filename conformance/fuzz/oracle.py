@@ -9,6 +9,7 @@ a request: PARSE_ERROR or INVALID_REQUEST. INTERNAL_ERROR is never a good answer
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -73,9 +74,13 @@ def answer_code(response: dict[str, Any]) -> str | None:
 
 def line_needs_answer(line: bytes) -> str:
     """How a garbage line must be answered: "none" (blank), "notification" (no answer),
-    "request" (a response with its id) or "error" (one framing error)."""
+    "request" (a response with its id), "error" (one framing error) or "optional" (other
+    whitespace only, such as a form feed: ignored, or one framing error)."""
     if not line.strip(b" \t\r"):
         return "none"
+    with contextlib.suppress(UnicodeDecodeError):
+        if not line.decode("utf-8").replace("\ufeff", "").strip():
+            return "optional"
     if line.startswith(_BOM) and line_needs_answer(line[len(_BOM) :]) == "request":
         return "request"  # reading past a byte order mark is the host's choice
     try:

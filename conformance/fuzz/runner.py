@@ -488,7 +488,7 @@ class Fuzzer:
         codes = " or ".join(sorted(GARBAGE_CODES - {"METHOD_NOT_FOUND", "INVALID_PARAMS"}))
         if needs in ("error", "request") and not answers:
             return Finding("no-answer", "(garbage)", kind, codes, "no answer", line)
-        if needs != "error":
+        if needs not in ("error", "optional") or not answers:
             return None
         code = answer_code(answers[0])
         if code == "INTERNAL_ERROR":
