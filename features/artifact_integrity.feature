@@ -178,12 +178,13 @@ Feature: Immutable host-written plan artifacts
       And after rejecting the plan the user can start a new turn
 
       Examples:
-        | change                                | code                |
-        | changed                               | ARTIFACT_MODIFIED   |
-        | extended                              | ARTIFACT_MODIFIED   |
-        | replaced by bytes that are not UTF-8  | ARTIFACT_MODIFIED   |
-        | deleted                               | ARTIFACT_UNREADABLE |
-        | replaced by a folder                  | ARTIFACT_UNREADABLE |
+        | change                                 | code                |
+        | changed                                | ARTIFACT_MODIFIED   |
+        | extended                               | ARTIFACT_MODIFIED   |
+        | replaced by bytes that are not UTF-8   | ARTIFACT_MODIFIED   |
+        | deleted                                | ARTIFACT_UNREADABLE |
+        | replaced by a folder                   | ARTIFACT_UNREADABLE |
+        | replaced by a link to a copy of itself | ARTIFACT_UNREADABLE |
 
     @P13
     Scenario: A plan file put back as it was can be approved

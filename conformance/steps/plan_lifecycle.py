@@ -279,6 +279,14 @@ def change_plan_file(world: World, change: str) -> None:
         path.unlink()
         path.mkdir()
         return
+    if change == "replaced by a link to a copy of itself":
+        # The bytes read through the link are the recorded ones: only a host that refuses
+        # to follow a link in the plan folder tells this apart from the real file.
+        copy = world.workspace / f"copy-of-{path.name}"
+        copy.write_bytes(original)
+        path.unlink()
+        path.symlink_to(copy)
+        return
     changed = _change(original, change)
     assert changed is not None, f"no change called {change!r}"
     assert len(changed) == len(original) or change == "extended", change

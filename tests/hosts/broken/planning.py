@@ -985,6 +985,22 @@ def _checks_the_size_only() -> None:
     patch(approvals, "read_verified", read_verified)
 
 
+@variant("reads-the-artifact-through-a-link")
+def _reads_the_artifact_through_a_link() -> None:
+    # The artifact is opened the ordinary way, so a link put in its place is followed.
+    def read_artifact(root: str, relative_path: str, limit: int | None = None) -> bytes:
+        path = Path(root) / relative_path
+        try:
+            if not path.is_file():
+                raise HostError("ARTIFACT_UNREADABLE", f"{relative_path} is not a file")
+            with path.open("rb") as handle:
+                return handle.read() if limit is None else handle.read(limit)
+        except OSError as exc:
+            raise HostError("ARTIFACT_UNREADABLE", f"cannot read {relative_path}") from exc
+
+    patch(artifacts, "read_artifact", read_artifact)
+
+
 @variant("missing-artifact-reported-as-modified")
 def _missing_artifact_reported_as_modified() -> None:
     original = approvals.read_verified
@@ -1438,6 +1454,13 @@ CASES = [
         "not_approved and extended",
         "P13",
         "opening the plan returned",
+    ),
+    BrokenCase(
+        "reads-the-artifact-through-a-link",
+        AI,
+        "not_approved and link",
+        "P13",
+        "expected the host to refuse",
     ),
     BrokenCase(
         "missing-artifact-reported-as-modified",
