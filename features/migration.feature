@@ -71,10 +71,11 @@ Feature: Upgrading storage from v8 to v10, and refusing what cannot be served
       And the data directory is exactly as it was
 
       Examples:
-        | age                |
-        | older than v8      |
-        | between v8 and v10 |
-        | newer than v10     |
+        | age                     |
+        | older than v8           |
+        | between v8 and v10      |
+        | newer than v10          |
+        | left by another program |
 
   Rule: A data directory the host cannot use is refused and left alone (project rule P18)
 

@@ -524,6 +524,32 @@ def _migrates_any_older_version() -> None:
     patch(Storage, "_prepare_schema", prepare)
 
 
+@variant("adopts-a-database-without-version")
+def _adopts_a_database_without_version() -> None:
+    # Version 0 is taken for a new database even when the file already has tables: another
+    # program's database gets the missing v10 tables added beside its own.
+    original = Storage._check_version
+    original_prepare = Storage._prepare_schema
+
+    async def check(self: Storage) -> None:
+        if await self.user_version() == 0:
+            return
+        await original(self)
+
+    async def prepare(self: Storage) -> None:
+        if await self.user_version() == 0 and not await self._is_empty():
+            ddl = storage_module.v10_ddl()
+            ddl = ddl.replace("CREATE TABLE ", "CREATE TABLE IF NOT EXISTS ")
+            ddl = ddl.replace("CREATE INDEX ", "CREATE INDEX IF NOT EXISTS ")
+            ddl = ddl.replace("CREATE UNIQUE INDEX ", "CREATE UNIQUE INDEX IF NOT EXISTS ")
+            await self._conn.executescript(ddl)
+            return
+        await original_prepare(self)
+
+    patch(Storage, "_check_version", check)
+    patch(Storage, "_prepare_schema", prepare)
+
+
 @variant("opens-newer-schema")
 def _opens_newer_schema() -> None:
     # A database of a newer version is opened as if it were v10.
@@ -1498,6 +1524,13 @@ CASES = [
         "between_v8_and_v10",
         "R7.4",
         "not STORAGE_SCHEMA_UNSUPPORTED",
+    ),
+    BrokenCase(
+        "adopts-a-database-without-version",
+        "migration",
+        "left_by_another_program",
+        "R7.4",
+        "the host served requests",
     ),
     BrokenCase(
         "opens-newer-schema",
