@@ -494,8 +494,38 @@ def _parse_body(raw: bytes) -> tuple[dict[str, Any], str | None]:
     return parsed, _conversation_problem(messages)
 
 
+# The properties Chat Completions defines for a message of each role; the real API refuses
+# a message with any other property (or another role) with HTTP 400.
+_MESSAGE_PROPERTIES: dict[str, frozenset[str]] = {
+    "system": frozenset({"role", "content", "name"}),
+    "developer": frozenset({"role", "content", "name"}),
+    "user": frozenset({"role", "content", "name"}),
+    "assistant": frozenset(
+        {"role", "content", "name", "tool_calls", "refusal", "audio", "function_call"}
+    ),
+    "tool": frozenset({"role", "content", "tool_call_id"}),
+    "function": frozenset({"role", "content", "name"}),
+}
+
+
+def _message_problem(index: int, message: dict[str, Any]) -> str | None:
+    """Why one message is not a Chat Completions message: its role or a property."""
+    role = message.get("role")
+    allowed = _MESSAGE_PROPERTIES.get(role) if isinstance(role, str) else None
+    if allowed is None:
+        return f"messages[{index}] has the role {role!r}, which Chat Completions does not define"
+    unknown = sorted(set(message) - allowed)
+    if unknown:
+        return (
+            f"messages[{index}] ({role}) has properties Chat Completions does not define: {unknown}"
+        )
+    return None
+
+
 def _conversation_problem(messages: list[Any]) -> str | None:
-    """Why the tool calls and tool messages do not pair up, as Chat Completions requires.
+    """Why the messages are not a valid Chat Completions conversation: a message of a role
+    or with a property the API does not define, or tool calls and tool messages that do
+    not pair up.
 
     An assistant message with ``tool_calls`` must be followed directly by one tool message
     answering each of its calls (by ``tool_call_id``), and a tool message must answer a
@@ -506,6 +536,9 @@ def _conversation_problem(messages: list[Any]) -> str | None:
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
             return f"messages[{index}] is not an object"
+        shape = _message_problem(index, message)
+        if shape is not None:
+            return shape
         role = message.get("role")
         if role == "tool":
             call_id = str(message.get("tool_call_id"))

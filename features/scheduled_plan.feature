@@ -7,6 +7,8 @@ Feature: Scheduled tasks never plan unattended
   Unattended runs follow one more rule of this project: a tool call that would need a
   permission answer is refused with PERMISSION_UNAVAILABLE, and the run goes on (P8). A
   deleted task is gone for good: it is not listed, never runs, and cannot be acted on (P26).
+  A run the host was in the middle of when it stopped is over: it is recorded as failed and
+  never resumed (P28).
 
   Background:
     Given a connected client
@@ -113,3 +115,24 @@ Feature: Scheduled tasks never plan unattended
         | run    |
         | change |
         | delete |
+
+  Rule: A run cut short by a restart is over, never resumed (project rule P28)
+
+    @P28 @R4.11
+    Scenario Outline: A run under way when the host <stops> is recorded as failed
+      Given a scheduled task in Agent mode for the project
+      And the model will take its time to answer the task
+      And the task was run and is waiting for the model
+      When the host <stops>
+      Then the task's last run is recorded as failed with TURN_INTERRUPTED
+      And every turn of the previous process is recorded as ended
+      And the task runs again only when it is asked to, as a new run
+
+      Examples:
+        | stops    |
+        | restarts |
+
+      @subprocess_only
+      Examples:
+        | stops                    |
+        | crashes and starts again |

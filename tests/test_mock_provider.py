@@ -25,6 +25,12 @@ from conformance.mock_provider import (
 )
 
 USER = [{"role": "user", "content": "hi"}]
+ASSISTANT_CALL = {
+    "role": "assistant",
+    "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "Read", "arguments": "{}"}}
+    ],
+}
 
 
 @pytest.fixture
@@ -302,6 +308,43 @@ def test_malformed_request_gets_400_and_is_recorded(
     assert record.unscripted is False
     assert record.raw_body == content
     assert provider.pending_replies() == 1
+
+
+@pytest.mark.parametrize(
+    ("message", "named"),
+    [
+        ({"role": "user", "content": "hi", "tool_calls": []}, "tool_calls"),
+        ({"role": "user", "content": "hi", "XXtool_callsXX": []}, "XXtool_callsXX"),
+        ({"role": "tool", "content": "ok", "tool_call_id": "c1", "name": "Read"}, "name"),
+        ({"role": "narrator", "content": "hi"}, "narrator"),
+    ],
+    ids=["user-with-tool-calls", "unknown-property", "tool-with-name", "unknown-role"],
+)
+def test_a_message_chat_completions_does_not_define_gets_400(
+    provider: MockProvider, client: httpx.Client, message: dict[str, object], named: str
+) -> None:
+    before = [*USER, ASSISTANT_CALL] if message["role"] == "tool" else USER
+    body = {"model": "test-model", "messages": [*before, message]}
+    response = client.post("/chat/completions", json=body)
+    assert response.status_code == 400
+    assert named in response.json()["error"]["message"]
+    (record,) = provider.requests()
+    assert record.malformed is True
+
+
+def test_every_property_chat_completions_defines_is_accepted(
+    provider: MockProvider, client: httpx.Client
+) -> None:
+    provider.enqueue(TextReply("fine"))
+    messages = [
+        {"role": "system", "content": "s", "name": "sys"},
+        {"role": "developer", "content": "d"},
+        {"role": "user", "content": [{"type": "text", "text": "u"}], "name": "me"},
+        {**ASSISTANT_CALL, "content": None, "refusal": None, "name": "agent"},
+        {"role": "tool", "content": "r", "tool_call_id": "c1"},
+    ]
+    response = client.post("/chat/completions", json={"model": "m", "messages": messages})
+    assert response.status_code == 200, response.text
 
 
 def test_cut_stream_aborts_without_done(provider: MockProvider, client: httpx.Client) -> None:

@@ -16,7 +16,7 @@ from pytest_bdd import given, parsers, then, when
 from conformance.blame import verifies
 from conformance.client import RpcError
 from conformance.messages import message_text
-from conformance.mock_provider import ScriptedToolCall, TextReply, ToolCallsReply
+from conformance.mock_provider import ScriptedToolCall, StallReply, TextReply, ToolCallsReply
 from conformance.steps.model import default_markdown, submit_plan_call
 from conformance.steps.sessions import MODES
 from conformance.world import Outcome, World, need
@@ -345,3 +345,70 @@ def deleted_task_idle(world: World) -> None:
     assert not sessions, f"the host started sessions for the deleted task: {sessions}"
     runs = world.storage().rows("scheduled_task_runs")
     assert not runs, f"scheduled_task_runs records runs of the deleted task: {runs}"
+
+
+# -- a run cut short by a restart (P28) -------------------------------------------------------
+
+INTERRUPTED = "TURN_INTERRUPTED"
+
+
+@given("the model will take its time to answer the task")
+def task_model_stalls(world: World) -> None:
+    world.provider.enqueue(StallReply())
+
+
+@given("the task was run and is waiting for the model")
+def task_waiting_for_model(world: World) -> None:
+    _before_run(world)
+    world.tasks.run = world.rpc.request("task/run", {"taskId": _task_id(world)})["run"]
+    # The settle point: the run's request reached the model, so its turn is under way.
+    world.provider.wait_for_requests(world.cursors.provider_turn + 1, world.timeout)
+
+
+@then("the task's last run is recorded as failed with TURN_INTERRUPTED")
+@verifies("P28")
+def interrupted_run_failed(world: World) -> None:
+    run = need(world.tasks.run, "run started before the restart")
+    last = _task_now(world)["lastRun"]
+    assert last is not None and last["runId"] == run["runId"], (
+        f"after the restart task/list shows the last run {last}, not {run['runId']}"
+    )
+    code = (last.get("error") or {}).get("code")
+    assert (last["outcome"], code) == ("failed", INTERRUPTED), (
+        f"after the restart the run cut short reads {last['outcome']} ({code}), "
+        f"expected failed ({INTERRUPTED})"
+    )
+    rows = world.storage().rows("scheduled_task_runs", "id = ?", (run["runId"],))
+    assert len(rows) == 1, f"scheduled_task_runs holds {len(rows)} rows for {run['runId']}"
+    stored = (rows[0]["outcome"], rows[0]["error_code"])
+    assert stored == ("failed", INTERRUPTED), f"the run is stored as {stored}"
+
+
+@then("the task runs again only when it is asked to, as a new run")
+@verifies("P28")
+def only_a_new_run(world: World) -> None:
+    run = need(world.tasks.run, "run started before the restart")
+    since = world.cursors.restart
+    # The settle point: a new run, scripted with exactly one answer, runs to its end;
+    # whatever the restarted host resumed on its own shows up by then.
+    world.provider.enqueue(TextReply("The changelog is tidy now."))
+    fresh = world.rpc.request("task/run", {"taskId": _task_id(world)})["run"]
+    assert fresh["runId"] != run["runId"], f"the new run reuses the id {run['runId']}"
+    finished = world.wait_for(
+        "task/runFinished",
+        lambda p: p["run"]["runId"] == fresh["runId"] and p["run"]["outcome"] != "running",
+        since=since,
+    )["run"]
+    assert finished["outcome"] == "completed", f"the new run ended {finished}"
+    started = world.notifications("turn/started", since)
+    assert len(started) == 1, f"after the restart {len(started)} turns started for one new run"
+    after = world.provider.requests()[world.cursors.provider_restart :]
+    assert len(after) == 1, f"after the restart the model received {len(after)} requests"
+    old = [
+        n["params"]["run"]
+        for n in world.notifications("task/runFinished", since)
+        if n["params"]["run"]["runId"] == run["runId"] and n["params"]["run"]["outcome"] != "failed"
+    ]
+    assert not old, f"the run cut short was carried on after the restart: {old}"
+    last = _task_now(world)["lastRun"]
+    assert last and last["runId"] == fresh["runId"], f"task/list shows the last run {last}"

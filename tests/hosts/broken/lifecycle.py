@@ -821,6 +821,57 @@ def _unattended_refusal_ends_run() -> None:
     patch(turns.TurnRunner, "_run_batch", run_batch)
 
 
+# -- a run cut short by a restart (P28) ------------------------------------------------------
+
+_RESET_RUNS = (
+    "UPDATE scheduled_task_runs SET outcome = 'running', error_code = NULL, "
+    "error_message = NULL WHERE error_code = 'TURN_INTERRUPTED'"
+)
+
+
+@variant("scheduled-run-left-running")
+def _scheduled_run_left_running() -> None:
+    # Start-up recovery ends the turns but forgets the runs they belonged to: a run cut
+    # short stays "running" for ever.
+    original = Storage.recover
+
+    async def recover(self: Storage, now: int) -> tuple[int, int, int]:
+        counts = await original(self, now)
+        async with self.transaction() as conn:
+            await conn.execute(_RESET_RUNS)
+        return counts
+
+    patch(Storage, "recover", recover)
+
+
+@variant("scheduled-run-resumed-after-restart")
+def _scheduled_run_resumed_after_restart() -> None:
+    # The host picks up where it left off: every run cut short by the restart is run
+    # again as soon as the host is back.
+    original_recover = Storage.recover
+    original_schedule = Tasks.schedule_all
+    cut_short: list[str] = []
+
+    async def recover(self: Storage, now: int) -> tuple[int, int, int]:
+        async with self._conn.execute(
+            "SELECT task_id FROM scheduled_task_runs WHERE outcome = 'running'"
+        ) as cursor:
+            cut_short.extend(row[0] for row in await cursor.fetchall())
+        return await original_recover(self, now)
+
+    async def schedule_all(self: Tasks) -> None:
+        await original_schedule(self)
+        for task_id in cut_short:
+            row = await self.host.storage.get_task(task_id)
+            if row is not None:
+                with contextlib.suppress(HostError):
+                    await self.run(row)
+        cut_short.clear()
+
+    patch(Storage, "recover", recover)
+    patch(Tasks, "schedule_all", schedule_all)
+
+
 # -- a scheduled task without its id (P5) -------------------------------------------------
 
 
@@ -1658,6 +1709,20 @@ CASES = [
         "write_call_that_needs_permission",
         "P8",
         "the run asked the model 1 times, not twice",
+    ),
+    BrokenCase(
+        "scheduled-run-left-running",
+        "scheduled_plan",
+        "under_way and restarts",
+        "P28",
+        "the run cut short reads running",
+    ),
+    BrokenCase(
+        "scheduled-run-resumed-after-restart",
+        "scheduled_plan",
+        "under_way and restarts",
+        "P28",
+        "after the restart task/list shows the last run",
     ),
     BrokenCase(
         "task-answers-without-its-id",
