@@ -272,6 +272,7 @@ class TaskState:
 
     task: dict[str, Any] | None = None
     run: dict[str, Any] | None = None
+    expected: dict[str, Any] | None = None  # every field the user gave the task, as sent
 
 
 @dataclass

@@ -8,7 +8,8 @@ Feature: Scheduled tasks never plan unattended
   permission answer is refused with PERMISSION_UNAVAILABLE, and the run goes on (P8). A
   deleted task is gone for good: it is not listed, never runs, and cannot be acted on (P26).
   A run the host was in the middle of when it stopped is over: it is recorded as failed and
-  never resumed (P28).
+  never resumed (P28). A task is reported and kept exactly as the user gave it, and a task
+  switched off does not run (P29).
 
   Background:
     Given a connected client
@@ -83,6 +84,30 @@ Feature: Scheduled tasks never plan unattended
       When the task is run now
       Then the Write call ran
       And the run went on to completion
+
+  Rule: A task is reported and kept as the user gave it (project rule P29)
+
+    @P29
+    Scenario: A new task is reported as it was created
+      When the user creates a task with every field given
+      Then the host reports the task as it was created
+      And the task is listed and stored as it was created
+
+    @P29
+    Scenario: Every change to a task is reported and kept
+      Given a scheduled task in Agent mode for the project
+      When the user changes every field of the task
+      Then the host reports the task as changed
+      And the task is listed and stored as changed
+
+    @P29
+    Scenario: A switched-off task does not run when its time comes
+      Given a scheduled task in Agent mode for the project
+      And the task is due in 5 minutes
+      And the model would answer "The changelog is tidy." if it were asked
+      And the user switched the task off
+      When the time the task was due comes
+      Then the switched-off task did not run
 
   Rule: A deleted task is gone for good (project rule P26)
 

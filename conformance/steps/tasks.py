@@ -335,16 +335,28 @@ def task_not_listed(world: World) -> None:
 @then("the deleted task did not run")
 @verifies("P26")
 def deleted_task_idle(world: World) -> None:
+    _did_not_run(world, "the deleted task")
+
+
+@then("the switched-off task did not run")
+@verifies("P29")
+def switched_off_task_idle(world: World) -> None:
+    _did_not_run(world, "the switched-off task")
+
+
+def _did_not_run(world: World, which: str) -> None:
+    """No trace of a run since the scenario's mark (the clock move that would have started
+    it answered only after the host fired what was due)."""
     since = world.cursors.turn
     for method in ("task/runFinished", "turn/started"):
         sent = world.notifications(method, since)
-        assert not sent, f"the host sent {method} for the deleted task: {sent}"
+        assert not sent, f"the host sent {method} for {which}: {sent}"
     calls = len(world.provider.requests()) - world.cursors.provider_turn
-    assert calls == 0, f"the host called the model {calls} time(s) for the deleted task"
+    assert calls == 0, f"the host called the model {calls} time(s) for {which}"
     sessions = world.rpc.list_sessions().sessions
-    assert not sessions, f"the host started sessions for the deleted task: {sessions}"
+    assert not sessions, f"the host started sessions for {which}: {sessions}"
     runs = world.storage().rows("scheduled_task_runs")
-    assert not runs, f"scheduled_task_runs records runs of the deleted task: {runs}"
+    assert not runs, f"scheduled_task_runs records runs of {which}: {runs}"
 
 
 # -- a run cut short by a restart (P28) -------------------------------------------------------
@@ -412,3 +424,88 @@ def only_a_new_run(world: World) -> None:
     assert not old, f"the run cut short was carried on after the restart: {old}"
     last = _task_now(world)["lastRun"]
     assert last and last["runId"] == fresh["runId"], f"task/list shows the last run {last}"
+
+
+# -- a task is reported and kept as given (P29) -----------------------------------------------
+
+_STORED = {  # ScheduledTask field -> scheduled_tasks column
+    "name": "name",
+    "prompt": "prompt",
+    "mode": "mode",
+    "workspaceRoot": "workspace_root",
+    "permissionMode": "permission_mode",
+    "runAt": "run_at",
+    "enabled": "enabled",
+}
+
+
+@when("the user creates a task with every field given")
+def create_full_task(world: World) -> None:
+    now = world.rpc.clock_get().now
+    fields: dict[str, Any] = {
+        "name": "Weekly report",
+        "prompt": "Summarise what changed this week.",
+        "mode": "agent",
+        "workspaceRoot": str(world.workspace),
+        "provider": {"baseUrl": world.provider.base_url, "model": "report-model"},
+        "permissionMode": "accept-edits",
+        "runAt": now + 2 * 3_600_000,
+        "enabled": True,
+    }
+    world.tasks.expected = fields
+    world.tasks.task = world.rpc.request("task/create", fields)["task"]
+
+
+@when("the user changes every field of the task")
+def change_full_task(world: World) -> None:
+    now = world.rpc.clock_get().now
+    changes: dict[str, Any] = {
+        "name": "Renamed changelog",
+        "prompt": "Tidy up the changelog and the release notes.",
+        "provider": {"baseUrl": world.provider.base_url, "model": "other-model"},
+        "permissionMode": "ask",
+        "runAt": now + 3 * 3_600_000,
+        "enabled": False,
+    }
+    before = need(world.tasks.task, "scheduled task")
+    world.tasks.expected = {
+        **{key: before[key] for key in ("mode", "workspaceRoot")},
+        **changes,
+    }
+    world.tasks.task = world.rpc.request("task/update", {"taskId": _task_id(world), **changes})[
+        "task"
+    ]
+
+
+@given("the user switched the task off")
+def switch_task_off(world: World) -> None:
+    task = world.rpc.request("task/update", {"taskId": _task_id(world), "enabled": False})["task"]
+    world.tasks.task = task
+
+
+@then(parsers.re(r"the host reports the task as (it was created|changed)"))
+@verifies("P29")
+def task_answer_as_given(world: World) -> None:
+    _compare_task(need(world.tasks.task, "the host's answer"), "the host's answer", world)
+
+
+@then(parsers.re(r"the task is listed and stored as (it was created|changed)"))
+@verifies("P29")
+def task_listed_and_stored_as_given(world: World) -> None:
+    _compare_task(_task_now(world), "task/list", world)
+    expected = need(world.tasks.expected, "the fields the user gave")
+    rows = world.storage().rows("scheduled_tasks", "id = ?", (_task_id(world),))
+    assert len(rows) == 1, f"scheduled_tasks holds {len(rows)} rows for the task"
+    row = rows[0]
+    stored = {field: row[column] for field, column in _STORED.items()}
+    stored["enabled"] = bool(stored["enabled"])
+    stored["provider"] = {"baseUrl": row["provider_base_url"], "model": row["model"]}
+    wrong = {k: (stored[k], v) for k, v in expected.items() if stored[k] != v}
+    assert not wrong, f"scheduled_tasks holds other values (stored, given): {wrong}"
+
+
+def _compare_task(task: dict[str, Any], where: str, world: World) -> None:
+    expected = need(world.tasks.expected, "the fields the user gave")
+    wrong = {k: (task.get(k), v) for k, v in expected.items() if task.get(k) != v}
+    assert not wrong, f"{where} reports other values (reported, given): {wrong}"
+    assert task["taskId"] == _task_id(world), f"{where} names the task {task['taskId']}"

@@ -872,6 +872,58 @@ def _scheduled_run_resumed_after_restart() -> None:
     patch(Tasks, "schedule_all", schedule_all)
 
 
+# -- a task reported and kept as given (P29) ---------------------------------------------
+
+
+@variant("task-provider-not-reported")
+def _task_provider_not_reported() -> None:
+    # The task keeps its provider, but every answer about it shows none.
+    original = Tasks.wire
+
+    async def wire(self: Tasks, row: dict[str, Any]) -> dict[str, Any]:
+        return {**await original(self, row), "provider": None}
+
+    patch(Tasks, "wire", wire)
+
+
+@variant("task-update-forgets-enabled")
+def _task_update_forgets_enabled() -> None:
+    # task/update answers with the new enabled flag but never stores it (nor disarms).
+    original = Tasks.update
+
+    async def update(self: Tasks, params: dict[str, Any]) -> dict[str, Any]:
+        if "enabled" not in params:
+            return await original(self, params)
+        answer = await original(self, {k: v for k, v in params.items() if k != "enabled"})
+        return {"task": {**answer["task"], "enabled": params["enabled"]}}
+
+    patch(Tasks, "update", update)
+
+
+@variant("switched-off-task-still-runs")
+def _switched_off_task_still_runs() -> None:
+    # A task switched off keeps the timer it had, and a timer runs its task without
+    # looking whether it is still switched on.
+    original = Tasks._arm
+
+    def arm(self: Tasks, task_id: str, run_at: int | None) -> None:
+        if run_at is None and task_id in self._timers:
+            return  # "switching off" leaves the armed timer alone
+        original(self, task_id, run_at)
+
+    async def fire(self: Tasks, task_id: str) -> None:
+        self._timers.pop(task_id, None)
+        row = await self.host.storage.get_task(task_id)
+        if row is None:
+            return
+        await self.host.storage.update_task(task_id, {"run_at": None})
+        with contextlib.suppress(HostError):
+            await self.run(row)
+
+    patch(Tasks, "_arm", arm)
+    patch(Tasks, "_fire", fire)
+
+
 # -- a scheduled task without its id (P5) -------------------------------------------------
 
 
@@ -1723,6 +1775,27 @@ CASES = [
         "under_way and restarts",
         "P28",
         "after the restart task/list shows the last run",
+    ),
+    BrokenCase(
+        "task-provider-not-reported",
+        "scheduled_plan",
+        "reported_as_it_was_created",
+        "P29",
+        "the host's answer reports other values",
+    ),
+    BrokenCase(
+        "task-update-forgets-enabled",
+        "scheduled_plan",
+        "every_change_to_a_task",
+        "P29",
+        "task/list reports other values",
+    ),
+    BrokenCase(
+        "switched-off-task-still-runs",
+        "scheduled_plan",
+        "switchedoff_task",
+        "P29",
+        "for the switched-off task",
     ),
     BrokenCase(
         "task-answers-without-its-id",
