@@ -192,6 +192,11 @@ def refused_again(world: World) -> None:
     assert again["runId"] != first["runId"], "the second run reused the first run's id"
     assert again["outcome"] == "refused", f"the second run ended {again['outcome']}"
     assert (again["error"] or {}).get("code") == PLAN_REFUSAL, again
+    last = _task_now(world)["lastRun"]
+    assert last and last["runId"] == again["runId"], (
+        f"after a second run the task's last run is {last and last['runId']}, not the second "
+        f"run {again['runId']}"
+    )
 
 
 # -- checks: Agent tasks run unattended -------------------------------------------------------
