@@ -439,7 +439,7 @@ CASES = [
         "submit_plan",
         "starts_no_new_turn_by_itself",
         "C7",
-        "unscripted request",
+        "the host started a turn nobody asked for",
     ),
     BrokenCase(
         "artifact-read-latest",
