@@ -88,6 +88,18 @@ Feature: Executing an approved plan
       And the project has no file "more.txt"
 
     @P7
+    Scenario: With ask, every file change asks, also after an earlier one was denied
+      Given the model will call Write on "notes.txt" and afterwards on "more.txt"
+      When the user approves the plan with permission mode ask
+      Then the user is asked for permission before Write
+      When the user denies it
+      Then the user is asked again before the Write on "more.txt"
+      When the user allows it
+      Then the execution has finished
+      And the project has no file "notes.txt"
+      And the project file "more.txt" contains "written by the model"
+
+    @P7
     Scenario: With accept-edits, file changes run without asking
       Given the model will call Write on "notes.txt"
       When the user approves the plan with permission mode accept-edits

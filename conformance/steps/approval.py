@@ -675,6 +675,10 @@ def other_plan_waits(world: World) -> None:
     assert approval["status"] == "pending", (
         f"the other session's plan is {approval['status']} before its own deadline"
     )
+    session = world.rpc.request("session/get", {"sessionId": other})["session"]
+    assert session["pendingApprovalId"] == approval["approvalId"], (
+        f"the other session no longer names its waiting plan as pending: {session}"
+    )
 
 
 @then("the approval expired with PLAN_APPROVAL_TIMEOUT")

@@ -418,8 +418,8 @@ def asked_again(world: World, path: str) -> None:
             if n["params"]["toolCallId"] == call_id
         ]
         assert not ran, (
-            f"the Write on {path} ran without asking, because an earlier call of the turn was "
-            f"allowed: {ran[0]['status']}"
+            f"the Write on {path} ran without asking, after an earlier call of the turn was "
+            f"answered: {ran[0]['status']}"
         )
         if time.monotonic() > deadline:
             raise TimeoutError(f"no permission question for the Write on {path}")

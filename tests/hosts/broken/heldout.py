@@ -9,6 +9,7 @@ import os
 from typing import Any
 
 from hosts.registry import BrokenCase, patch, variant
+from pi_contract import error_catalog
 from reference_host import artifacts, migration, shells, turns
 from reference_host.approvals import Approvals
 from reference_host.errors import HostError
@@ -369,13 +370,95 @@ def _numeric_string_ids_as_numbers() -> None:
     patch(Dispatcher, "__init__", init)
 
 
+# -- a second batch ------------------------------------------------------------------------
+
+
+@variant("timeout-shares-the-not-pending-number")
+def _timeout_shares_the_not_pending_number() -> None:
+    # The host's own table of numeric codes was copied row by row: PLAN_APPROVAL_TIMEOUT
+    # went out with APPROVAL_NOT_PENDING's number (data.code is right).
+    original = HostError.jsonrpc_code.fget
+    assert original is not None
+
+    def jsonrpc_code(self: HostError) -> int:
+        if self.code == "PLAN_APPROVAL_TIMEOUT":
+            return int(error_catalog()["APPROVAL_NOT_PENDING"]["jsonrpcCode"])
+        return int(original(self))
+
+    patch(HostError, "jsonrpc_code", property(jsonrpc_code))
+
+
+@variant("expiry-clears-every-session")
+def _expiry_clears_every_session() -> None:
+    # When an approval expires, the host forgets every session's pending approval, not only
+    # the expired one's: another session's waiting plan is no longer named pending.
+    original = Approvals.expire
+
+    async def expire(self: Approvals, approval_id: str) -> None:
+        before = await self.host.storage.get_approval(approval_id)
+        await original(self, approval_id)
+        after = await self.host.storage.get_approval(approval_id)
+        if before is not None and after is not None and before.status != after.status:
+            for session_id in list(self.host.activity):
+                self.host.set_activity(session_id, pending_approval_id=None)
+
+    patch(Approvals, "expire", expire)
+
+
+@variant("recovery-skips-scheduled-turns")
+def _recovery_skips_scheduled_turns() -> None:
+    # Start-up recovery ends the prompt and execution turns a previous process left active,
+    # but leaves scheduled runs' turns to "the scheduler", which never looks at them.
+    original = Storage.recover
+
+    async def recover(self: Storage, now: int) -> tuple[int, int, int]:
+        async with self.transaction() as conn:
+            cursor = await conn.execute(
+                "SELECT id FROM turns WHERE state = 'active' AND kind = 'scheduled'"
+            )
+            kept = [row[0] for row in await cursor.fetchall()]
+        result = await original(self, now)
+        if kept:
+            marks = ", ".join("?" for _ in kept)
+            async with self.transaction() as conn:
+                await conn.execute(
+                    f"UPDATE turns SET state = 'active', ended_at = NULL WHERE id IN ({marks})",
+                    kept,
+                )
+        return result
+
+    patch(Storage, "recover", recover)
+
+
+@variant("denial-remembered-for-the-turn")
+def _denial_remembered_for_the_turn() -> None:
+    # Once the user denied a call, later calls of the same tool in that turn are denied
+    # without asking.
+    denied: set[tuple[str, str]] = set()
+    original = TurnRunner._require_permission
+
+    async def require(
+        self: TurnRunner, session: Any, turn_id: str, call: Any, args: Any, unattended: bool
+    ) -> None:
+        if (turn_id, call.name) in denied:
+            raise HostError("PERMISSION_DENIED", f"the user denied {call.name} earlier")
+        try:
+            await original(self, session, turn_id, call, args, unattended)
+        except HostError as error:
+            if error.code == "PERMISSION_DENIED":
+                denied.add((turn_id, call.name))
+            raise
+
+    patch(TurnRunner, "_require_permission", require)
+
+
 CASES = [
     BrokenCase(
         "remembers-permission-for-the-turn",
         "execution",
-        "every_file_change_asks",
+        "also_after_an_earlier_one_was_allowed",
         "P7",
-        "ran without asking, because an earlier call of the turn was allowed",
+        "ran without asking, after an earlier call of the turn was answered",
     ),
     BrokenCase(
         "permission-answer-falls-back",
@@ -503,5 +586,33 @@ CASES = [
         "made_of_digits",
         "P1",
         "no answer carries the identifier '42'",
+    ),
+    BrokenCase(
+        "timeout-shares-the-not-pending-number",
+        "deadline",
+        "expired_plan_cannot_be_approved_afterwards",
+        "P5",
+        "broke the protocol v9 contract",
+    ),
+    BrokenCase(
+        "expiry-clears-every-session",
+        "deadline",
+        "its_own_deadline",
+        "R3.11",
+        "the other session no longer names its waiting plan as pending",
+    ),
+    BrokenCase(
+        "recovery-skips-scheduled-turns",
+        "restart_interruption",
+        "scheduled_run_in_progress_has_its_turn_ended_when_the_host_restarts",
+        "R4.11",
+        "turns were still active when the restarted host first answered",
+    ),
+    BrokenCase(
+        "denial-remembered-for-the-turn",
+        "execution",
+        "also_after_an_earlier_one_was_denied",
+        "P7",
+        "ran without asking, after an earlier call of the turn was answered: denied",
     ),
 ]
