@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import itertools
 import os
+from dataclasses import replace
 from typing import Any
 
 from hosts.registry import BrokenCase, patch, variant
@@ -452,6 +453,30 @@ def _denial_remembered_for_the_turn() -> None:
     patch(TurnRunner, "_require_permission", require)
 
 
+@variant("turns-keep-the-created-model")
+def _turns_keep_the_created_model() -> None:
+    # The session's agent is built with the provider it was created with; a later change of
+    # model is stored and reported, but the agent goes on asking for the first model.
+    created: dict[str, str] = {}
+    original_create = Host.session_create
+    original_ask = TurnRunner._ask_model
+
+    async def session_create(self: Host, params: dict[str, Any]) -> dict[str, Any]:
+        result = await original_create(self, params)
+        provider = result["session"]["provider"]
+        if provider is not None:
+            created[result["session"]["sessionId"]] = provider["model"]
+        return result
+
+    async def ask_model(self: TurnRunner, session: Any, turn_id: str, messages: Any) -> Any:
+        if session.id in created:
+            session = replace(session, model=created[session.id])
+        return await original_ask(self, session, turn_id, messages)
+
+    patch(Host, "session_create", session_create)
+    patch(TurnRunner, "_ask_model", ask_model)
+
+
 CASES = [
     BrokenCase(
         "remembers-permission-for-the-turn",
@@ -614,5 +639,12 @@ CASES = [
         "also_after_an_earlier_one_was_denied",
         "P7",
         "ran without asking, after an earlier call of the turn was answered: denied",
+    ),
+    BrokenCase(
+        "turns-keep-the-created-model",
+        "sessions",
+        "model_the_session_was_changed_to",
+        "R5.6",
+        "not 'another-model' the session was changed to",
     ),
 ]
