@@ -477,6 +477,53 @@ def _turns_keep_the_created_model() -> None:
     patch(TurnRunner, "_ask_model", ask_model)
 
 
+def _after_migration(*steps: str) -> None:
+    original = migration.migration_statements
+
+    def statements(v10_statements: list[str]) -> list[str]:
+        found = original(v10_statements)
+        return [*found[:-1], *steps, found[-1]]
+
+    patch(migration, "migration_statements", statements)
+
+
+@variant("migration-touches-sessions")
+def _migration_touches_sessions() -> None:
+    # Adding the shell column "updates" every session: updated_at becomes the migration time.
+    _after_migration(
+        "UPDATE sessions SET updated_at = CAST(strftime('%s', 'now') AS INTEGER) * 1000"
+    )
+
+
+@variant("migration-enables-tasks")
+def _migration_enables_tasks() -> None:
+    # The migration rewrites the scheduled tasks with the v10 defaults: all enabled.
+    _after_migration("UPDATE scheduled_tasks SET enabled = 1")
+
+
+@variant("task-runs-with-the-created-provider")
+def _task_runs_with_the_created_provider() -> None:
+    # task/update stores a new provider, but runs use the one the task was created with.
+    created: dict[str, tuple[str, str]] = {}
+    original_create = Tasks.create
+    original_run = Tasks.run
+
+    async def create(self: Tasks, params: dict[str, Any]) -> dict[str, Any]:
+        result = await original_create(self, params)
+        provider = result["task"]["provider"]
+        created[result["task"]["taskId"]] = (provider["baseUrl"], provider["model"])
+        return result
+
+    async def run(self: Tasks, row: dict[str, Any]) -> dict[str, Any]:
+        if row["id"] in created:
+            base_url, model = created[row["id"]]
+            row = {**row, "provider_base_url": base_url, "model": model}
+        return await original_run(self, row)
+
+    patch(Tasks, "create", create)
+    patch(Tasks, "run", run)
+
+
 CASES = [
     BrokenCase(
         "remembers-permission-for-the-turn",
@@ -646,5 +693,26 @@ CASES = [
         "model_the_session_was_changed_to",
         "R5.6",
         "not 'another-model' the session was changed to",
+    ),
+    BrokenCase(
+        "migration-touches-sessions",
+        "migration",
+        "data_survives",
+        "R7.7",
+        "sessions changed in the migration",
+    ),
+    BrokenCase(
+        "migration-enables-tasks",
+        "migration",
+        "data_survives",
+        "R7.7",
+        "scheduled_tasks changed in the migration",
+    ),
+    BrokenCase(
+        "task-runs-with-the-created-provider",
+        "scheduled_plan",
+        "another_model",
+        "R6.3",
+        "not 'another-model' the task was changed to",
     ),
 ]
