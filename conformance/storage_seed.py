@@ -148,6 +148,13 @@ def seed_v8(
             "INSERT INTO scheduled_tasks (id, name, prompt, mode, created_at, updated_at) "
             "VALUES ('nightly', 'Nightly', 'Summarise the day', 'agent', 1, 2)"
         )
+        # A second task with no column at its default: a migration that rewrites a column
+        # with the v10 default (enabled, mode, permission mode) cannot pass unnoticed.
+        conn.execute(
+            "INSERT INTO scheduled_tasks VALUES ('weekly', 'Weekly', 'Plan the week', 'plan', "
+            "'/projects/p0', 'http://127.0.0.1:1/v1', 'old-model', 'accept-edits', "
+            "1700000900000, 0, 3, 4)"
+        )
         if sessions:
             conn.executemany(
                 "INSERT INTO plan_approvals VALUES (?, ?, ?, ?, ?, ?, ?)",

@@ -101,6 +101,17 @@ Feature: Immutable host-written plan artifacts
 
   Rule: Opening a plan returns the artifact's exact bytes (§3)
 
+    @R3.2
+    Scenario: After a revision, opening the earlier plan returns the earlier plan's bytes
+      Given a session for the project in Plan mode
+      And the model will submit a plan titled "First idea"
+      And the user asks for a plan
+      And the user rejected the plan
+      And the model will submit a plan titled "Second idea"
+      And the user asked for another plan
+      When the user opens the artifact of the plan titled "First idea"
+      Then opening it returns the bytes the plan titled "First idea" was submitted with
+
     @R3.2 @C1
     Scenario Outline: Opening the artifact returns the file's exact bytes (<sample>)
       Given a session for the project in Plan mode

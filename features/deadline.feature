@@ -41,6 +41,15 @@ Feature: The absolute approval deadline
       And the session is in Plan mode
 
     @R3.11
+    Scenario: Each waiting plan expires at its own deadline, also when another waits longer
+      Given 10 minutes passed
+      And another session has a plan awaiting approval
+      When 25 minutes pass
+      Then the host announced the expiry on its own
+      And the approval expired with PLAN_APPROVAL_TIMEOUT
+      And the plan of the other session, submitted later, still waits for approval
+
+    @R3.11
     Scenario: One millisecond before the deadline the plan can still be approved
       Given the clock reached one millisecond before the deadline
       And the model will answer "The plan is carried out."

@@ -43,6 +43,16 @@ Feature: Executing an approved plan
       When the user approves the plan titled "Follow-up" as soon as it is submitted, with permission mode auto
       Then the follow-up plan is carried out after the earlier execution has ended
 
+    @R4.9
+    Scenario: Another session's plan can be approved while this session's execution runs
+      Given the model will take its time to carry out the plan
+      And the user approved the plan with permission mode auto
+      And while that execution runs, another session has a plan awaiting approval
+      When the user approves the other session's plan with permission mode auto
+      Then the other session's plan is approved with an execution of its own
+      When the model finishes its work
+      Then the execution has completed
+
   Rule: The permission mode decides what asks first, in the execution (§3, project rule P7)
 
     @P7
@@ -64,6 +74,30 @@ Feature: Executing an approved plan
       Then the execution has finished
       And the Write call reports that permission was denied
       And the project is as it was before
+
+    @P7
+    Scenario: With ask, every file change asks, also after an earlier one was allowed
+      Given the model will call Write on "notes.txt" and afterwards on "more.txt"
+      When the user approves the plan with permission mode ask
+      Then the user is asked for permission before Write
+      When the user allows it
+      Then the user is asked again before the Write on "more.txt"
+      When the user denies it
+      Then the execution has finished
+      And the project file "notes.txt" contains "written by the model"
+      And the project has no file "more.txt"
+
+    @P7
+    Scenario: With ask, every file change asks, also after an earlier one was denied
+      Given the model will call Write on "notes.txt" and afterwards on "more.txt"
+      When the user approves the plan with permission mode ask
+      Then the user is asked for permission before Write
+      When the user denies it
+      Then the user is asked again before the Write on "more.txt"
+      When the user allows it
+      Then the execution has finished
+      And the project has no file "notes.txt"
+      And the project file "more.txt" contains "written by the model"
 
     @P7
     Scenario: With accept-edits, file changes run without asking
@@ -152,6 +186,18 @@ Feature: Executing an approved plan
       When the user denies it
       And the user sends a second answer to the same question, allowing the call
       Then the request is refused with PERMISSION_REQUEST_NOT_FOUND
+      And the execution has finished
+      And the Write call reports that permission was denied
+      And the project has no file "notes.txt"
+
+    @P7
+    Scenario: An answer to a question never asked leaves the open question waiting
+      Given the model will call Write on "notes.txt"
+      And the user approved the plan with permission mode ask
+      And the host asked permission before Write
+      When the user answers a permission question that was never asked
+      Then the request is refused with PERMISSION_REQUEST_NOT_FOUND
+      And the open question still takes the user's answer, denying the call
       And the execution has finished
       And the Write call reports that permission was denied
       And the project has no file "notes.txt"

@@ -49,6 +49,7 @@ Feature: Malformed input
       Examples:
         | identifier                                 |
         | text                                       |
+        | text made of digits                        |
         | zero and a negative number                 |
         | the largest integer every client can hold  |
         | numbers that do not start at one           |

@@ -54,6 +54,15 @@ Feature: Scheduled tasks never plan unattended
       And no plan artifact was written
 
     @R6.3
+    Scenario: A task changed to Agent and to another model runs with that model
+      Given a scheduled task in Plan mode for the project
+      And the user changed the task to Agent mode and to another model
+      And the model will answer "The changelog is tidy." for the task
+      When the task is run now
+      Then the run completes unattended
+      And the run asked the provider for the model the task was changed to
+
+    @R6.3
     Scenario: An Agent task runs when its time comes
       Given a scheduled task in Agent mode for the project
       And the model will answer "The changelog is tidy." for the task

@@ -108,6 +108,14 @@ Feature: Sessions and their configuration
         | shell           |
 
     @R5.6
+    Scenario: The next turn asks for the model the session was changed to
+      Given a session for the project
+      And the model will answer "The new model answers."
+      When the user changes the model of the session
+      And the user talks to the agent
+      Then the provider was asked for the model the session was changed to
+
+    @R5.6
     Scenario: An unknown shell is refused
       Given a session for the project
       When the user selects a shell called "no-such-shell" for the session

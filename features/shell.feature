@@ -112,6 +112,12 @@ Feature: Shells and streamed commands
       When the model runs a command whose two streams together pass the host's output cap
       Then the output of both streams together stayed within the cap
 
+    @P20
+    Scenario: Each command of a turn numbers its output from 0
+      Given a session for the project with permission mode auto
+      When the model runs two commands one after the other in one turn
+      Then the output of each command is numbered from 0
+
   Rule: A command ends together with everything it started (Consequences, project rule P19)
 
     @P19
@@ -157,6 +163,15 @@ Feature: Shells and streamed commands
         | behind a double fork      |
         | ignoring requests to stop |
 
+    @C5
+    Scenario: A command's timeout counts from the command's own start
+      Given a session for the project with permission mode ask
+      When the model runs a command with a timeout of 3000 ms, after the user took 10 seconds to allow it
+      And 2 seconds pass on the host clock
+      Then the command is still running
+      When 2 seconds pass on the host clock
+      Then the command timed out with a COMMAND_TIMED_OUT error
+
   Rule: Every command is audited (Consequences)
 
     @C5
@@ -164,6 +179,14 @@ Feature: Shells and streamed commands
       Given a session for the project with permission mode auto
       When the model runs a command that writes to both streams and exits with code 3
       Then the command is recorded for audit
+
+    @C5
+    Scenario: A command run in the session's own shell is recorded with that shell
+      Given the user made the POSIX shell the default shell
+      And a session for the project with permission mode auto, using the bash shell
+      When the model runs a command that reveals its shell
+      Then the command ran in the bash shell
+      And the command is recorded for audit
 
     @C5
     Scenario: A command that times out is recorded for audit

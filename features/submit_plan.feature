@@ -143,7 +143,8 @@ Feature: Submitting a plan
       And the model will submit a plan titled "First idea"
       And the user asks for a plan
       And <ending>
-      And the model will answer "Ready when you are."
+      Then no turn starts on its own while the user waits a moment
+      Given the model will answer "Ready when you are."
       When the user sends a prompt
       Then no turn started on its own after the plan ended
 

@@ -665,6 +665,22 @@ def expiry_announced(world: World) -> None:
     assert announced["statusCode"] == TIMEOUT_CODE, f"the expiry was announced with {announced}"
 
 
+@then("the plan of the other session, submitted later, still waits for approval")
+@verifies("R3.11")
+def other_plan_waits(world: World) -> None:
+    other = world.sessions["other"]["sessionId"]
+    listed = world.rpc.request("approval/list", {"sessionId": other})["approvals"]
+    assert listed, "the host lists no approval for the other session"
+    approval = listed[-1]
+    assert approval["status"] == "pending", (
+        f"the other session's plan is {approval['status']} before its own deadline"
+    )
+    session = world.rpc.request("session/get", {"sessionId": other})["session"]
+    assert session["pendingApprovalId"] == approval["approvalId"], (
+        f"the other session no longer names its waiting plan as pending: {session}"
+    )
+
+
 @then("the approval expired with PLAN_APPROVAL_TIMEOUT")
 @verifies("R3.11")
 def expired_with_timeout(world: World) -> None:

@@ -334,6 +334,7 @@ def answers_exactly_two(world: World) -> None:
 
 _IDENTIFIERS: Final[dict[str, tuple[Any, Any]]] = {
     "text": ("first request", "second-request-\u00e9"),
+    "text made of digits": ("42", "007"),
     "zero and a negative number": (0, -1),
     "the largest integer every client can hold": (2**53 - 1, 2**53 - 2),
     "numbers that do not start at one": (1000, 1001),

@@ -8,6 +8,7 @@ form the host chose.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from pytest_bdd import given, parsers, then, when
@@ -24,6 +25,7 @@ from conformance.steps.approval import (
 )
 from conformance.steps.model import default_markdown, submit_plan_call
 from conformance.steps.plan import snapshot
+from conformance.steps.restart import approvals_of, other_session_pending
 from conformance.steps.sessions import permission_request, read_session, session_id
 from conformance.world import Outcome, SubmittedPlan, World, need
 
@@ -94,6 +96,47 @@ def plan_during_execution(world: World, title: str) -> None:
 
 
 # -- actions ------------------------------------------------------------------------------
+
+
+@given("while that execution runs, another session has a plan awaiting approval")
+def other_plan_during_execution(world: World) -> None:
+    # The execution has asked the model (and waits for its answer) before the other session
+    # asks: the scripted answers are given out in the order they are asked for.
+    world.provider.wait_for_requests(world.cursors.provider_approve + 1, world.timeout)
+    other_session_pending(world)
+
+
+@when(parsers.parse("the user approves the other session's plan with permission mode {mode}"))
+def approve_other(world: World, mode: str) -> None:
+    pending = [a for a in approvals_of(world, "other") if a["status"] == "pending"]
+    approval = need(pending[-1] if pending else None, "the other session's pending plan")
+    world.provider.enqueue(TextReply("The other plan is carried out."))
+    world.attempt(
+        "approval/approve",
+        {
+            "sessionId": approval["sessionId"],
+            "approvalId": approval["approvalId"],
+            "permissionMode": mode,
+        },
+    )
+
+
+@then("the other session's plan is approved with an execution of its own")
+@verifies("R4.9")
+def other_approved(world: World) -> None:
+    error = world.outcome.error
+    assert error is None, (
+        f"approving the other session's plan was refused with {error.canonical}, although "
+        "only this session had an execution"
+    )
+    approval = world.outcome.require_result()["approval"]
+    assert approval["status"] == "approved" and approval["executionId"], approval
+    assert approval["executionId"] != _execution_id(world), "the two executions share an id"
+    world.wait_for(
+        "execution/updated",
+        lambda p: p["executionId"] == approval["executionId"] and p["executionState"] in _FINISHED,
+        since=world.cursors.approve,
+    )
 
 
 @when("the model finishes its work")
@@ -347,6 +390,57 @@ def asked_before(world: World, tool: str) -> None:
     turn = _current_turn(world)
     assert request["turnId"] == turn, f"the question names turn {request['turnId']}, not {turn}"
     world.plan.permission_request = request
+
+
+@then(parsers.parse('the user is asked again before the Write on "{path}"'))
+@verifies("P7")
+def asked_again(world: World, path: str) -> None:
+    first = need(world.plan.permission_request, "permission question")
+    since = _since(world)
+    calls = [
+        c
+        for c in world.script.calls
+        if c.tool == "Write" and isinstance(c.arguments, dict) and c.arguments.get("path") == path
+    ]
+    call_id = need(calls[-1] if calls else None, f"scripted Write on {path}").call_id
+    deadline = time.monotonic() + world.timeout
+    while True:
+        asked = [
+            n["params"]
+            for n in world.notifications("permission/requested", since)
+            if n["params"]["requestId"] != first["requestId"] and n["params"]["tool"] == "Write"
+        ]
+        if asked:
+            break
+        ran = [
+            n["params"]
+            for n in world.notifications("turn/toolResult", since)
+            if n["params"]["toolCallId"] == call_id
+        ]
+        assert not ran, (
+            f"the Write on {path} ran without asking, after an earlier call of the turn was "
+            f"answered: {ran[0]['status']}"
+        )
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no permission question for the Write on {path}")
+        time.sleep(0.02)
+    request = asked[0]
+    assert request["sessionId"] == session_id(world), request
+    world.plan.permission_request = request
+
+
+@then("the open question still takes the user's answer, denying the call")
+@verifies("P7")
+def open_question_answered(world: World) -> None:
+    request = need(world.plan.permission_request, "permission question")
+    response = world.rpc.call(
+        "permission/respond", {"requestId": request["requestId"], "decision": "deny"}
+    )
+    error = response.get("error")
+    assert error is None, (
+        "the open question no longer takes an answer after an answer to a question never "
+        f"asked: {error}"
+    )
 
 
 @then("the user was not asked for permission")

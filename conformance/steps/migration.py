@@ -335,7 +335,9 @@ def legacy_stored(world: World) -> None:
     approval = _seeded_legacy(world)
     row = world.storage().rows("plan_approvals", "id = ?", (approval.id,))[0]
     kept = json.loads(need(row["legacy_proposal_json"], "legacy_proposal_json"))
-    assert kept == {"proposal": approval.proposal_json, "feedback": approval.feedback}, kept
+    assert kept == {"proposal": approval.proposal_json, "feedback": approval.feedback}, (
+        f"legacy_proposal_json holds {kept}, not the v8 proposal and its feedback"
+    )
     assert row["status"] == V8_STATUS_TO_V10[approval.status], row
     assert (row["title"], row["question"]) == (approval.legacy_title, ""), row
     nulls = ("turn_id", "artifact_path", "artifact_sha256", "artifact_bytes", "execution_id")

@@ -145,6 +145,13 @@ def model_calls_on_path(world: World, tool: str, path: str) -> None:
     script_calls(world, tool_call(world, tool, _default_arguments(tool, path)))
 
 
+@given(parsers.parse('the model will call Write on "{first}" and afterwards on "{second}"'))
+def model_writes_twice(world: World, first: str, second: str) -> None:
+    """Two Write calls in two messages of one turn, then the closing answer."""
+    script_calls(world, tool_call(world, "Write", _default_arguments("Write", first)), answer=None)
+    script_calls(world, tool_call(world, "Write", _default_arguments("Write", second)))
+
+
 @given(parsers.re(r"the model will try to (?P<tool>write|edit) the plan artifact"))
 def model_tampers(world: World, tool: str) -> None:
     approvals = request(world, "approval/list", {"sessionId": world.sessions["main"]["sessionId"]})[

@@ -312,6 +312,40 @@ def open_artifact(world: World) -> None:
     world.plan.read_outcome = outcome
 
 
+def _approval_titled(world: World, title: str) -> dict[str, Any]:
+    approvals: list[dict[str, Any]] = request(
+        world, "approval/list", {"sessionId": session_id(world)}
+    )["approvals"]
+    titled = [a for a in approvals if a["title"] == title]
+    assert len(titled) == 1, f"{len(titled)} approvals are titled {title!r}: {approvals}"
+    return titled[0]
+
+
+@when(parsers.parse('the user opens the artifact of the plan titled "{title}"'))
+def open_artifact_titled(world: World, title: str) -> None:
+    approval = _approval_titled(world, title)
+    world.plan.read_outcome = world.attempt(
+        "artifact/read", {"sessionId": session_id(world), "approvalId": approval["approvalId"]}
+    )
+
+
+@then(parsers.parse('opening it returns the bytes the plan titled "{title}" was submitted with'))
+@verifies("R3.2")
+def opened_titled(world: World, title: str) -> None:
+    approval = _approval_titled(world, title)
+    result = world.outcome.require_result()
+    content = base64.b64decode(result["contentBase64"])
+    submitted = [p for p in world.plan.submitted if p.title == title][-1].markdown.encode("utf-8")
+    assert content == submitted, (
+        f"opening the plan {title!r} returned {content[:60]!r}, another plan's bytes; it was "
+        f"submitted with {submitted[:60]!r}"
+    )
+    assert result["path"] == approval["artifact"]["path"], (
+        f"opening the plan {title!r} returned {result['path']}, not its artifact "
+        f"{approval['artifact']['path']}"
+    )
+
+
 # -- checks -------------------------------------------------------------------------------
 
 

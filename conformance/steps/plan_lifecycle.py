@@ -29,6 +29,7 @@ from conformance.steps.sessions import read_session, session_id
 from conformance.world import World, need
 
 APPROVAL_TTL_MS = 30 * 60 * 1000
+QUIET_S = 1.0  # how long the user waits, after a plan ended, for a turn nobody asked for
 
 
 def _approvals(world: World) -> list[dict[str, Any]]:
@@ -182,6 +183,21 @@ def first_plan_kept(world: World, status: str) -> None:
     with blame("R2.5"):
         content = artifact_file(world, first).read_bytes()
         assert content == submitted.markdown.encode("utf-8"), "the first artifact was changed"
+
+
+@then("no turn starts on its own while the user waits a moment")
+@verifies("C7")
+def no_turn_while_waiting(world: World) -> None:
+    # A negative needs a settle point: a host that starts a turn shortly after the plan
+    # ended, rather than at once, must not slip past the user's own next prompt.
+    since = world.cursors.decision
+    try:
+        started = world.wait_for("turn/started", since=since, timeout=QUIET_S)
+    except TimeoutError:
+        started = None
+    assert started is None, f"the host started a turn nobody asked for: {started}"
+    requests = world.provider.requests()[world.cursors.provider_decision :]
+    assert not requests, f"the model was asked {len(requests)} time(s) after the plan ended"
 
 
 @then("no turn started on its own after the plan ended")

@@ -263,6 +263,20 @@ def change_setting(world: World, setting: str) -> None:
 _STORED_AS: Final = {"mode": "mode", "permissionMode": "permission_mode", "shellId": "shell_id"}
 
 
+@then("the provider was asked for the model the session was changed to")
+@verifies("R5.6")
+def asked_for_new_model(world: World) -> None:
+    world.outcome.require_result()
+    model = world.boundary.changed_to["provider"]["model"]
+    requests = world.provider.requests()
+    assert requests, "the host made no request to the model provider"
+    asked = requests[-1].model
+    assert asked == model, (
+        f"the turn asked the provider for the model {asked!r}, not {model!r} the session was "
+        "changed to"
+    )
+
+
 @then(parsers.parse("the session has the new {setting}"))
 def has_new_setting(world: World, setting: str) -> None:
     world.outcome.require_result()

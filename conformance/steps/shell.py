@@ -32,6 +32,7 @@ KINDS = {"POSIX": "posix-sh", "bash": "bash"}
 CHUNK_CHARS = 16384
 NOTICE_ALLOWANCE = 1024  # a host's own truncation notice may add this much
 LARGEST_CAP_EXERCISED = 16 * 1024 * 1024
+STILL_RUNNING_S = 1.0  # how long a command that must still run is watched for an end
 GONE_GRACE_S = 2.0  # a killed process takes a moment to disappear from the process table
 SETTINGS_KEY = "default_shell_id"
 
@@ -507,6 +508,37 @@ def within_cap(world: World) -> None:
     assert payload >= cap - 2 * NOTICE_ALLOWANCE, f"only {payload} bytes of output were streamed"
 
 
+@when("the model runs two commands one after the other in one turn")
+def two_commands(world: World) -> None:
+    first = ScriptedToolCall("Bash", {"command": "echo first; echo first-err >&2"})
+    world.provider.enqueue(ToolCallsReply((first,)))
+    _start(world, "echo second; echo second-err >&2")
+    _turn_end(world)
+
+
+@then("the output of each command is numbered from 0")
+@verifies("P20")
+def numbered_per_command(world: World) -> None:
+    turn_id = _turn_id(world)
+    since = world.cursors.turn
+    commands = [
+        n["params"]["commandId"]
+        for n in world.notifications("command/started", since)
+        if n["params"]["turnId"] == turn_id
+    ]
+    assert len(commands) == 2, f"the turn ran {len(commands)} commands, not 2"
+    for command_id in commands:
+        seqs = [
+            n["params"]["seq"]
+            for n in world.notifications("command/output", since)
+            if n["params"]["commandId"] == command_id
+        ]
+        assert seqs == list(range(len(seqs))) and seqs, (
+            f"the output of command {command_id} is numbered {seqs}; each command numbers "
+            "its own output from 0"
+        )
+
+
 # -- the end of a command (P19) ---------------------------------------------------------------
 
 
@@ -533,6 +565,45 @@ def _leave_behind(world: World, does: str) -> None:
 @when(parsers.parse("{seconds:d} seconds pass on the host clock"))
 def seconds_pass(world: World, seconds: int) -> None:
     world.rpc.request("conformance/clock/advance", {"ms": seconds * 1000})
+
+
+@when(
+    parsers.parse(
+        "the model runs a command with a timeout of {ms:d} ms, "
+        "after the user took {seconds:d} seconds to allow it"
+    )
+)
+def command_after_slow_answer(world: World, ms: int, seconds: int) -> None:
+    turn_id = _start(world, "echo started; sleep 3600", timeout_ms=ms)
+    request = world.wait_for(
+        "permission/requested",
+        lambda p: p["turnId"] == turn_id and p["tool"] == "Bash",
+        since=world.cursors.turn,
+    )
+    world.rpc.request("conformance/clock/advance", {"ms": seconds * 1000})
+    world.rpc.request(
+        "permission/respond", {"requestId": request["requestId"], "decision": "allow"}
+    )
+    _wait_output(world, "started")
+
+
+@then("the command is still running")
+@verifies("C5")
+def still_running(world: World) -> None:
+    command_id = _started(world)["commandId"]
+    try:
+        exited = world.wait_for(
+            "command/exited",
+            lambda p: p["commandId"] == command_id,
+            since=world.cursors.turn,
+            timeout=STILL_RUNNING_S,
+        )
+    except TimeoutError:
+        return
+    raise AssertionError(
+        f"the command ended before its own timeout had run out ({exited}): a command's "
+        "timeout counts from the command's start"
+    )
 
 
 @when("the user cancels the turn that runs the command")

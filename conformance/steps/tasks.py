@@ -97,6 +97,29 @@ def task_to_agent(world: World) -> None:
     assert world.tasks.task["mode"] == "agent", world.tasks.task
 
 
+NEW_TASK_MODEL = "another-model"
+
+
+@given("the user changed the task to Agent mode and to another model")
+def task_to_agent_and_model(world: World) -> None:
+    provider = {"baseUrl": world.provider.base_url, "model": NEW_TASK_MODEL}
+    world.tasks.task = world.rpc.request(
+        "task/update", {"taskId": _task_id(world), "mode": "agent", "provider": provider}
+    )["task"]
+    assert world.tasks.task["provider"] == provider, world.tasks.task
+
+
+@then("the run asked the provider for the model the task was changed to")
+@verifies("R6.3")
+def run_used_new_model(world: World) -> None:
+    requests = world.provider.requests()[world.cursors.provider_turn :]
+    assert requests, "the run never asked the model"
+    asked = sorted({r.model for r in requests})
+    assert asked == [NEW_TASK_MODEL], (
+        f"the run asked the provider for {asked}, not {NEW_TASK_MODEL!r} the task was changed to"
+    )
+
+
 # -- starting a run ---------------------------------------------------------------------------
 
 
@@ -192,6 +215,11 @@ def refused_again(world: World) -> None:
     assert again["runId"] != first["runId"], "the second run reused the first run's id"
     assert again["outcome"] == "refused", f"the second run ended {again['outcome']}"
     assert (again["error"] or {}).get("code") == PLAN_REFUSAL, again
+    last = _task_now(world)["lastRun"]
+    assert last and last["runId"] == again["runId"], (
+        f"after a second run the task's last run is {last and last['runId']}, not the second "
+        f"run {again['runId']}"
+    )
 
 
 # -- checks: Agent tasks run unattended -------------------------------------------------------
