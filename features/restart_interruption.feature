@@ -129,22 +129,6 @@ Feature: A restart interrupts, and never replays
         | stops                    |
         | crashes and starts again |
 
-    @R4.11
-    Scenario Outline: A scheduled run in progress has its turn ended when the host <stops>
-      Given a scheduled task in Agent mode for the project
-      And a run of the task was started and waits for the model's answer
-      When the host <stops>
-      Then every turn of the previous process is recorded as ended
-
-      Examples:
-        | stops    |
-        | restarts |
-
-      @subprocess_only
-      Examples:
-        | stops                    |
-        | crashes and starts again |
-
     @R4.12 @R4.11
     Scenario Outline: An answer the model was still giving is not asked for again when the host <stops>
       Given a plan titled "Answering" is awaiting approval

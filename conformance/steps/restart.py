@@ -95,14 +95,6 @@ def execution_stalls(world: World) -> None:
     world.provider.enqueue(StallReply())
 
 
-@given("a run of the task was started and waits for the model's answer")
-def task_run_waiting(world: World) -> None:
-    world.provider.enqueue(StallReply())
-    before = len(world.provider.requests())
-    world.rpc.request("task/run", {"taskId": world.tasks.task["taskId"]})
-    world.provider.wait_for_requests(before + 1, world.timeout)
-
-
 @given("the model will begin its answer during the execution and then take its time")
 def execution_begins_then_stalls(world: World) -> None:
     world.provider.enqueue(StallReply(prefix="Working on step one"))

@@ -114,7 +114,7 @@ def task_to_agent_and_model(world: World) -> None:
 def run_used_new_model(world: World) -> None:
     requests = world.provider.requests()[world.cursors.provider_turn :]
     assert requests, "the run never asked the model"
-    asked = sorted({r.model for r in requests})
+    asked = sorted({str(r.model) for r in requests})
     assert asked == [NEW_TASK_MODEL], (
         f"the run asked the provider for {asked}, not {NEW_TASK_MODEL!r} the task was changed to"
     )

@@ -675,8 +675,8 @@ CASES = [
     ),
     BrokenCase(
         "recovery-skips-scheduled-turns",
-        "restart_interruption",
-        "scheduled_run_in_progress_has_its_turn_ended_when_the_host_restarts",
+        "scheduled_plan",
+        "under_way and restarts",
         "R4.11",
         "turns were still active when the restarted host first answered",
     ),
