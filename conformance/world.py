@@ -11,9 +11,12 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel
 
 from conformance.client import HarnessError, HostClient, Predicate, RpcError
 from conformance.connection import WireRecord
@@ -381,6 +384,17 @@ class World:
             self.outcome = Outcome(result=self.rpc.request(method, params))
         except RpcError as error:
             self.outcome = Outcome(error=error)
+        return self.outcome
+
+    def attempt_typed(self, call: Callable[[], BaseModel]) -> Outcome:
+        """Make a typed request (``lambda: world.rpc.cancel(...)``) and record its outcome:
+        its result as the JSON the host sent, or its canonical error."""
+        try:
+            answer = call()
+        except RpcError as error:
+            self.outcome = Outcome(error=error)
+        else:
+            self.outcome = Outcome(result=answer.model_dump(mode="json", exclude_unset=True))
         return self.outcome
 
     def restart(self, crash: bool = False) -> dict[str, Any]:

@@ -17,10 +17,10 @@ from conformance.capabilities import Unverified
 from conformance.client import RpcError
 from conformance.drivers import DUMMY_API_KEY
 from conformance.mock_provider import HttpErrorReply, TextReply
-from conformance.protocol_models import ProviderConfig
+from conformance.protocol_models import Mode, ProviderConfig
 from conformance.world import Outcome, World, need
 
-MODES = {"Agent": "agent", "Plan": "plan"}
+MODES: Final[dict[str, Mode]] = {"Agent": "agent", "Plan": "plan"}
 SETTINGS: Final = ("mode", "permissionMode", "provider", "shellId")
 STORED_SETTINGS: Final = ("mode", "permission_mode", "provider_base_url", "model", "shell_id")
 
