@@ -301,7 +301,7 @@ def second_session(world: World) -> None:
     world.arranged.other_project = other
     world.arranged.other_secret = secret
     world.arranged.other_project_before = snapshot(other)
-    _create(world, OTHER, workspaceRoot=str(other)).require_result()
+    _create(world, OTHER, workspace_root=str(other)).require_result()
 
 
 @given("the second session is busy with a turn of its own")

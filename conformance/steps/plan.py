@@ -21,7 +21,7 @@ from conformance.capabilities import Unverified, require_fault_point
 from conformance.messages import message_text
 from conformance.mock_provider import TextReply
 from conformance.steps.model import default_markdown, script_plan
-from conformance.steps.requests import request
+from conformance.steps.requests import permission_mode, request
 from conformance.steps.sessions import MODES, _create, read_session, session_id
 from conformance.world import World, need
 from pi_contract import error_catalog
@@ -191,7 +191,8 @@ def link_into_plan_folder(world: World, name: str) -> None:
 
 @given(parsers.parse("a session for the project in {mode} mode with permission mode {permission}"))
 def create_session_mode_permission(world: World, mode: str, permission: str) -> None:
-    _create(world, "main", mode=MODES[mode], permissionMode=permission).require_result()
+    chosen = permission_mode(permission)
+    _create(world, "main", mode=MODES[mode], permission_mode=chosen).require_result()
 
 
 @given("another session is open for the same project")
