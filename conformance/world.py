@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from pydantic import BaseModel
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from conformance.loopback_page import LocalPage
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 def need(value: T | None, what: str) -> T:
@@ -386,11 +387,13 @@ class World:
             self.outcome = Outcome(error=error)
         return self.outcome
 
-    def attempt_typed(self, call: Callable[[], BaseModel]) -> Outcome:
-        """Make a typed request (``lambda: world.rpc.cancel(...)``) and record its outcome:
-        its result as the JSON the host sent, or its canonical error."""
+    def attempt_typed(
+        self, call: Callable[P, BaseModel], /, *args: P.args, **kwargs: P.kwargs
+    ) -> Outcome:
+        """Make a typed request (``world.attempt_typed(world.rpc.cancel, session)``) and
+        record its outcome: its result as the JSON the host sent, or its canonical error."""
         try:
-            answer = call()
+            answer = call(*args, **kwargs)
         except RpcError as error:
             self.outcome = Outcome(error=error)
         else:

@@ -148,7 +148,7 @@ def model_calls_on_path(world: World, tool: str, path: str) -> None:
 @given(parsers.re(r"the model will try to (?P<tool>write|edit) the plan artifact"))
 def model_tampers(world: World, tool: str) -> None:
     session = world.sessions["main"]["sessionId"]
-    approvals = granted(lambda: world.rpc.list_approvals(session)).approvals
+    approvals = granted(world.rpc.list_approvals, session).approvals
     assert approvals, "no plan artifact exists yet"
     artifact = approvals[-1].artifact
     assert artifact is not None, f"approval {approvals[-1].approvalId} has no plan artifact"

@@ -123,7 +123,7 @@ def project_deleted(world: World) -> None:
 def arm_fault(world: World, action: str) -> None:
     fault = {"writing": "artifactWrite", "flushing": "artifactFlush"}[action]
     require_fault_point(world, fault)
-    granted(lambda: world.rpc.arm_fault(fault))
+    granted(world.rpc.arm_fault, fault)
 
 
 _IMMUTABLE_FLAG = 0x00000010  # FS_IMMUTABLE_FL
@@ -213,7 +213,7 @@ def run_prompt(world: World, text: str) -> dict[str, Any]:
     world.arranged.neighbours = sorted(p.name for p in world.workspace.parent.iterdir())
     world.cursors.turn = world.mark()
     world.cursors.provider_turn = len(world.provider.requests())
-    turn_id = granted(lambda: world.rpc.prompt(session_id(world), text)).turnId
+    turn_id = granted(world.rpc.prompt, session_id(world), text).turnId
     world.active_turn = turn_id
     ended = world.wait_for("turn/ended", lambda p: p["turnId"] == turn_id, since=world.cursors.turn)
     world.last_turn_end = ended
@@ -256,7 +256,7 @@ def earlier_conversation(world: World) -> None:
 def latest_approval(world: World) -> dict[str, Any]:
     """The newest approval of the main session, as the host reports it now (as the JSON
     it sent)."""
-    approvals = granted(lambda: world.rpc.list_approvals(session_id(world))).approvals
+    approvals = granted(world.rpc.list_approvals, session_id(world)).approvals
     assert approvals, "the host lists no approval for the session"
     # The contract gives approval/list no order: find the newest by what the harness knows.
     of_turn = [a for a in approvals if a.turnId is not None and a.turnId == world.active_turn]
@@ -278,7 +278,7 @@ def reject_plan(world: World) -> None:
     world.cursors.decision = world.mark()
     world.cursors.provider_decision = len(world.provider.requests())
     approval_id = approval["approvalId"]
-    world.attempt_typed(lambda: world.rpc.reject(session_id(world), approval_id))
+    world.attempt_typed(world.rpc.reject, session_id(world), approval_id)
 
 
 @given(parsers.parse('a plan titled "{title}" was submitted and rejected'))
@@ -295,9 +295,7 @@ def plan_submitted_and_rejected(world: World, title: str) -> None:
 def switch_mode_and_permission(world: World, mode: str, permission: str) -> None:
     chosen = permission_mode(permission)
     granted(
-        lambda: world.rpc.configure_session(
-            session_id(world), mode=MODES[mode], permission_mode=chosen
-        )
+        world.rpc.configure_session, session_id(world), mode=MODES[mode], permission_mode=chosen
     )
 
 
@@ -305,7 +303,7 @@ def switch_mode_and_permission(world: World, mode: str, permission: str) -> None
 def open_artifact(world: World) -> None:
     approval = latest_approval(world)
     approval_id = approval["approvalId"]
-    outcome = world.attempt_typed(lambda: world.rpc.read_artifact(session_id(world), approval_id))
+    outcome = world.attempt_typed(world.rpc.read_artifact, session_id(world), approval_id)
     world.plan.read_outcome = outcome
 
 
@@ -447,7 +445,7 @@ def _approval_notifications(world: World) -> list[dict[str, Any]]:
 
 @then("no approval exists")
 def no_approval(world: World) -> None:
-    listed = granted(lambda: world.rpc.list_approvals(session_id(world))).approvals
+    listed = granted(world.rpc.list_approvals, session_id(world)).approvals
     assert listed == [], f"the host lists approvals: {listed}"
     rows = world.storage().rows("plan_approvals")
     assert rows == [], f"plan_approvals holds {rows}"
@@ -611,7 +609,7 @@ def earlier_unchanged(world: World) -> None:
 
 @then("each submission has its own artifact")
 def own_artifacts(world: World) -> None:
-    listed = granted(lambda: world.rpc.list_approvals(session_id(world))).approvals
+    listed = granted(world.rpc.list_approvals, session_id(world)).approvals
     approvals = [plain(a) for a in listed]
     paths = [a["artifact"]["path"] for a in approvals]
     with blame("R2.4"):

@@ -33,7 +33,7 @@ APPROVAL_TTL_MS = 30 * 60 * 1000
 
 
 def _approvals(world: World) -> list[Approval]:
-    return granted(lambda: world.rpc.list_approvals(session_id(world))).approvals
+    return granted(world.rpc.list_approvals, session_id(world)).approvals
 
 
 def _row(world: World, approval_id: str) -> dict[str, Any]:
@@ -58,7 +58,7 @@ def approval_pending(world: World, title: str) -> None:
         f"{world.active_turn}"
     )
     approval_id = approval["approvalId"]
-    got = granted(lambda: world.rpc.get_approval(session_id(world), approval_id))
+    got = granted(world.rpc.get_approval, session_id(world), approval_id)
     fetched = plain(got.approval)
     assert fetched == approval, f"approval/get shows {fetched}, approval/list {approval}"
     session = read_session(world)
@@ -122,7 +122,7 @@ def time_runs_out(world: World) -> None:
     world.cursors.decision = world.mark()
     world.cursors.provider_decision = len(world.provider.requests())
     now = granted(world.rpc.clock_get).now
-    granted(lambda: world.rpc.clock_advance(approval["expiresAt"] - now))
+    granted(world.rpc.clock_advance, approval["expiresAt"] - now)
     world.wait_for(
         "approval/updated",
         lambda p: (
@@ -139,7 +139,7 @@ def approved_and_carried_out(world: World) -> None:
     world.provider.enqueue(TextReply("The plan is carried out."))
     world.cursors.approve = world.mark()
     world.cursors.provider_approve = len(world.provider.requests())
-    granted(lambda: world.rpc.approve(session_id(world), approval["approvalId"], "auto"))
+    granted(world.rpc.approve, session_id(world), approval["approvalId"], "auto")
     world.wait_for(
         "execution/updated",
         lambda p: p["approvalId"] == approval["approvalId"] and p["executionState"] == "completed",
@@ -207,7 +207,7 @@ def artifact_kept(world: World) -> None:
         content = path.read_bytes()
         assert content == submitted, f"the artifact now holds {content[:80]!r}"
         assert hashlib.sha256(content).hexdigest() == approval["artifact"]["sha256"]
-    opened = granted(lambda: world.rpc.read_artifact(session_id(world), approval["approvalId"]))
+    opened = granted(world.rpc.read_artifact, session_id(world), approval["approvalId"])
     with blame("R3.2"):
         assert base64.b64decode(opened.contentBase64) == submitted, "opening it differs"
 
@@ -297,7 +297,7 @@ def try_approve(world: World, mode: str) -> None:
     world.cursors.approve = world.mark()
     world.cursors.provider_approve = len(world.provider.requests())
     approval_id, chosen = approval["approvalId"], permission_mode(mode)
-    world.attempt_typed(lambda: world.rpc.approve(session_id(world), approval_id, chosen))
+    world.attempt_typed(world.rpc.approve, session_id(world), approval_id, chosen)
 
 
 @then(parsers.parse("approving is refused with {code}"))
@@ -337,7 +337,7 @@ def still_pending(world: World) -> None:
 def open_refused(world: World, code: str) -> None:
     approval = latest_approval(world)
     approval_id = approval["approvalId"]
-    outcome = world.attempt_typed(lambda: world.rpc.read_artifact(session_id(world), approval_id))
+    outcome = world.attempt_typed(world.rpc.read_artifact, session_id(world), approval_id)
     world.plan.read_outcome = outcome
     if outcome.error is None:
         content = base64.b64decode(outcome.require_result()["contentBase64"])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final, TypeVar, cast, get_args
+from typing import Any, Final, ParamSpec, TypeVar, cast, get_args
 
 from pydantic import BaseModel
 
@@ -12,16 +12,18 @@ from conformance.protocol_models import PermissionMode, ProviderConfig
 from conformance.world import World
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
-def granted(call: Callable[[], T]) -> T:
-    """Make a typed request the scenario needs: ``granted(lambda: world.rpc.approve(...))``.
+def granted(call: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+    """Make a typed request the scenario needs: ``granted(world.rpc.approve, session, ...)``
+    (or ``granted(lambda: ...)``).
 
     A refusal is a failed check, blamed like the step that needed it (never an error of
     the harness); a result that does not fit its model is the host's failure too.
     """
     try:
-        return call()
+        return call(*args, **kwargs)
     except RpcError as refused:
         raise AssertionError(f"the host refused a request the scenario needed: {refused}") from None
 
@@ -31,7 +33,7 @@ def request(world: World, method: str, params: dict[str, Any]) -> dict[str, Any]
 
     Only for params no typed method can build (a step that sends something on purpose).
     """
-    return granted(lambda: world.rpc.request(method, params))
+    return granted(world.rpc.request, method, params)
 
 
 def plain(model: BaseModel) -> dict[str, Any]:

@@ -39,9 +39,11 @@ def _create(
     root = str(world.workspace) if isinstance(workspace_root, Absent) else workspace_root
     provider = mock_provider(world)
     outcome = world.attempt_typed(
-        lambda: world.rpc.create_session(
-            root, mode=mode, permission_mode=permission_mode, provider=provider
-        )
+        world.rpc.create_session,
+        root,
+        mode=mode,
+        permission_mode=permission_mode,
+        provider=provider,
     )
     if outcome.error is None:
         world.sessions[alias] = outcome.require_result()["session"]
@@ -56,7 +58,7 @@ def session_id(world: World, alias: str = "main") -> str:
 
 def read_session(world: World, alias: str = "main") -> dict[str, Any]:
     """The session as the host reports it now (as the JSON it sent)."""
-    return plain(granted(lambda: world.rpc.get_session(session_id(world, alias))).session)
+    return plain(granted(world.rpc.get_session, session_id(world, alias)).session)
 
 
 def stored_session(world: World, alias: str = "main") -> dict[str, Any]:
@@ -89,7 +91,7 @@ def prompt(world: World, text: str, alias: str = "main") -> str:
     world.cursors.turn = world.mark()
     world.cursors.provider_turn = len(world.provider.requests())
     world.boundary.provider_mark = world.cursors.provider_turn
-    turn_id = granted(lambda: world.rpc.prompt(session_id(world, alias), text)).turnId
+    turn_id = granted(world.rpc.prompt, session_id(world, alias), text).turnId
     world.boundary.turn_owner[turn_id] = session_id(world, alias)
     world.boundary.turn_of[alias] = turn_id
     return turn_id
@@ -182,7 +184,7 @@ def create_file_root(world: World) -> None:
 
 @when(parsers.parse("the user switches the session to {mode} mode"))
 def switch_mode(world: World, mode: str) -> None:
-    world.attempt_typed(lambda: world.rpc.configure_session(session_id(world), mode=MODES[mode]))
+    world.attempt_typed(world.rpc.configure_session, session_id(world), mode=MODES[mode])
 
 
 @when(parsers.parse('the user tries to switch the session to a mode called "{mode}"'))
@@ -213,21 +215,19 @@ def one_invalid_change(world: World, change: str) -> None:
 @when(parsers.parse("the user sets the session's permission mode to {mode}"))
 def set_permission_mode(world: World, mode: str) -> None:
     chosen = permission_mode(mode)
-    world.attempt_typed(
-        lambda: world.rpc.configure_session(session_id(world), permission_mode=chosen)
-    )
+    world.attempt_typed(world.rpc.configure_session, session_id(world), permission_mode=chosen)
 
 
 @when(parsers.parse('the user selects the model "{model}" for the session'))
 def select_model(world: World, model: str) -> None:
     provider = mock_provider(world, model)
-    world.attempt_typed(lambda: world.rpc.configure_session(session_id(world), provider=provider))
+    world.attempt_typed(world.rpc.configure_session, session_id(world), provider=provider)
 
 
 @when(parsers.parse('the user selects a shell called "{shell}" for the session'))
 def select_shell(world: World, shell: str) -> None:
     remember_configuration(world)
-    world.attempt_typed(lambda: world.rpc.configure_session(session_id(world), shell_id=shell))
+    world.attempt_typed(world.rpc.configure_session, session_id(world), shell_id=shell)
 
 
 def other_shell(world: World, current: str | None) -> str:
@@ -275,13 +275,12 @@ def configure(world: World, changes: dict[str, Any], alias: str = "main") -> Out
         raise HarnessError(f"session/configure has no settings {sorted(unknown)}")
     provider = changes.get("provider")
     return world.attempt_typed(
-        lambda: world.rpc.configure_session(
-            session_id(world, alias),
-            mode=changes.get("mode"),
-            permission_mode=changes.get("permissionMode"),
-            provider=None if provider is None else ProviderConfig(**provider),
-            shell_id=changes.get("shellId", ABSENT),
-        )
+        world.rpc.configure_session,
+        session_id(world, alias),
+        mode=changes.get("mode"),
+        permission_mode=changes.get("permissionMode"),
+        provider=None if provider is None else ProviderConfig(**provider),
+        shell_id=changes.get("shellId", ABSENT),
     )
 
 
@@ -306,7 +305,7 @@ def has_new_setting(world: World, setting: str) -> None:
 
 @when("the user asks for a session that does not exist")
 def get_missing_session(world: World) -> None:
-    world.attempt_typed(lambda: world.rpc.get_session("no-such-session"))
+    world.attempt_typed(world.rpc.get_session, "no-such-session")
 
 
 # -- reading sessions back ----------------------------------------------------------------
@@ -457,7 +456,7 @@ def same_identity(world: World) -> None:
 @verifies("R1.3")
 def both_exchanges_stored(world: World) -> None:
     question, answer = need(world.boundary.first_exchange, "first exchange")
-    entries = granted(lambda: world.rpc.session_transcript(session_id(world))).entries
+    entries = granted(world.rpc.session_transcript, session_id(world)).entries
     told = " ".join(str(entry.content) for entry in entries)
     for text in (question, answer, "Which one should change first?"):
         assert text in told, f"the session's transcript lost {text!r}: {entries}"
@@ -535,7 +534,7 @@ PROMPT_TEXT = "Please take a look at the project."
 
 @given("a session for the project without a model provider")
 def session_without_provider(world: World) -> None:
-    session = granted(lambda: world.rpc.create_session(str(world.workspace))).session
+    session = granted(world.rpc.create_session, str(world.workspace)).session
     assert session.provider is None, f"the session was given the provider {session.provider}"
     world.sessions["main"] = session.model_dump(mode="json")
 
@@ -559,8 +558,8 @@ def try_to_talk(world: World) -> None:
 @given("the user configured a model provider for the session")
 def configure_provider(world: World) -> None:
     provider = mock_provider(world)
-    granted(lambda: world.rpc.configure_session(session_id(world), provider=provider))
-    found = granted(lambda: world.rpc.get_session(session_id(world))).session.provider
+    granted(world.rpc.configure_session, session_id(world), provider=provider)
+    found = granted(world.rpc.get_session, session_id(world)).session.provider
     assert found == provider, f"the session's provider reads {found} after it was configured"
 
 
@@ -606,6 +605,6 @@ def turn_ended_failed(world: World, code: str) -> None:
 
 @then(parsers.parse('the agent answered "{text}"'))
 def agent_answered(world: World, text: str) -> None:
-    entries = granted(lambda: world.rpc.session_transcript(session_id(world))).entries
+    entries = granted(world.rpc.session_transcript, session_id(world)).entries
     answers = [_texts(e.content.get("content")) for e in entries if e.role == "assistant"]
     assert answers and answers[-1] == text, f"the agent's last answer reads {answers[-1:]}"

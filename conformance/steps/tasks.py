@@ -55,15 +55,14 @@ def _task_now(world: World) -> dict[str, Any]:
 )
 def scheduled_task(world: World, mode: str, permission: str = "auto") -> None:
     result = granted(
-        lambda: world.rpc.create_task(
-            "Changelog",
-            TASK_PROMPT,
-            MODES[mode],
-            str(world.workspace),
-            mock_provider(world),
-            permission_mode=permission_mode(permission),
-            run_at=None,
-        )
+        world.rpc.create_task,
+        "Changelog",
+        TASK_PROMPT,
+        MODES[mode],
+        str(world.workspace),
+        mock_provider(world),
+        permission_mode=permission_mode(permission),
+        run_at=None,
     )
     world.tasks.task = plain(result.task)
 
@@ -90,7 +89,7 @@ def model_calls_during_task(world: World, tool: str) -> None:
 
 @given("the user changed the task to Agent mode")
 def task_to_agent(world: World) -> None:
-    task = granted(lambda: world.rpc.update_task(_task_id(world), mode="agent")).task
+    task = granted(world.rpc.update_task, _task_id(world), mode="agent").task
     assert task.mode == "agent", task
     world.tasks.task = plain(task)
 
@@ -115,14 +114,14 @@ def run_task(world: World, how: str) -> None:
     _before_run(world)
     task_id = _task_id(world)
     if how == "is run now":
-        outcome = world.attempt_typed(lambda: world.rpc.run_task(task_id))
+        outcome = world.attempt_typed(world.rpc.run_task, task_id)
         run_id = outcome.result["run"]["runId"] if outcome.result else None
     else:
         world.outcome = Outcome()  # no response carries this run
         now = granted(world.rpc.clock_get).now
-        granted(lambda: world.rpc.update_task(task_id, run_at=now + DUE_IN_MS))
+        granted(world.rpc.update_task, task_id, run_at=now + DUE_IN_MS)
         _before_run(world)
-        granted(lambda: world.rpc.clock_advance(DUE_IN_MS))
+        granted(world.rpc.clock_advance, DUE_IN_MS)
         run_id = None
     # The settle point: the run's end, announced before or after the response.
     world.tasks.run = _finished(
@@ -281,7 +280,7 @@ def went_on(world: World) -> None:
 @given(parsers.parse("the task is due in {minutes:d} minutes"))
 def task_due_later(world: World, minutes: int) -> None:
     now = granted(world.rpc.clock_get).now
-    task = granted(lambda: world.rpc.update_task(_task_id(world), run_at=now + minutes * 60_000))
+    task = granted(world.rpc.update_task, _task_id(world), run_at=now + minutes * 60_000)
     assert task.task.runAt == now + minutes * 60_000, f"the task is due at {task.task.runAt}"
     world.tasks.task = plain(task.task)
 
@@ -294,7 +293,7 @@ def model_would_answer(world: World, text: str) -> None:
 @given("the user deleted the task")
 @when("the user deletes the task")
 def delete_task(world: World) -> None:
-    granted(lambda: world.rpc.delete_task(_task_id(world)))
+    granted(world.rpc.delete_task, _task_id(world))
 
 
 @when(parsers.parse("the time the task was due comes"))
@@ -303,7 +302,7 @@ def due_time_comes(world: World) -> None:
     runs_at = need(world.tasks.task, "scheduled task")["runAt"]
     assert runs_at is not None, "the scenario's task was never due"
     now = granted(world.rpc.clock_get).now
-    granted(lambda: world.rpc.clock_advance(max(0, runs_at - now) + 1))
+    granted(world.rpc.clock_advance, max(0, runs_at - now) + 1)
 
 
 @when(parsers.re(r"the user tries to (?P<action>run|change|delete) the deleted task"))
