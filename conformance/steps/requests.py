@@ -7,6 +7,7 @@ from typing import Any, Final, ParamSpec, TypeVar, cast, get_args
 
 from pydantic import BaseModel
 
+from conformance.blame import CheckFailed
 from conformance.client import HarnessError, RpcError
 from conformance.protocol_models import PermissionMode, ProviderConfig
 from conformance.world import World
@@ -20,12 +21,15 @@ def granted(call: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
     (or ``granted(lambda: ...)``).
 
     A refusal is a failed check, blamed like the step that needed it (never an error of
-    the harness); a result that does not fit its model is the host's failure too.
+    the harness), also inside a :func:`~conformance.blame.blame` block: the block blames
+    its own checks, not the requests they need. A result that does not fit its model is
+    the host's failure too.
     """
     try:
         return call(*args, **kwargs)
     except RpcError as refused:
-        raise AssertionError(f"the host refused a request the scenario needed: {refused}") from None
+        message = f"the host refused a request the scenario needed: {refused}"
+        raise CheckFailed(message, ()) from None
 
 
 def request(world: World, method: str, params: dict[str, Any]) -> dict[str, Any]:
