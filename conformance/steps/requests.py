@@ -32,14 +32,6 @@ def granted(call: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         raise CheckFailed(message, ()) from None
 
 
-def request(world: World, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    """Send a hand-built request the scenario needs; refused like :func:`granted`.
-
-    Only for params no typed method can build (a step that sends something on purpose).
-    """
-    return granted(world.rpc.request, method, params)
-
-
 def plain(model: BaseModel) -> dict[str, Any]:
     """A typed result as the JSON the host sent: the fields it gave, none defaulted."""
     return model.model_dump(mode="json", exclude_unset=True)
