@@ -11,9 +11,12 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+
+from pydantic import BaseModel
 
 from conformance.client import HarnessError, HostClient, Predicate, RpcError
 from conformance.connection import WireRecord
@@ -26,6 +29,7 @@ if TYPE_CHECKING:
     from conformance.loopback_page import LocalPage
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 def need(value: T | None, what: str) -> T:
@@ -382,6 +386,19 @@ class World:
             self.outcome = Outcome(result=self.rpc.request(method, params))
         except RpcError as error:
             self.outcome = Outcome(error=error)
+        return self.outcome
+
+    def attempt_typed(
+        self, call: Callable[P, BaseModel], /, *args: P.args, **kwargs: P.kwargs
+    ) -> Outcome:
+        """Make a typed request (``world.attempt_typed(world.rpc.cancel, session)``) and
+        record its outcome: its result as the JSON the host sent, or its canonical error."""
+        try:
+            answer = call(*args, **kwargs)
+        except RpcError as error:
+            self.outcome = Outcome(error=error)
+        else:
+            self.outcome = Outcome(result=answer.model_dump(mode="json", exclude_unset=True))
         return self.outcome
 
     def restart(self, crash: bool = False) -> dict[str, Any]:

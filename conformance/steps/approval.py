@@ -16,8 +16,10 @@ from pytest_bdd import given, parsers, then, when
 from conformance.blame import blame, verifies
 from conformance.capabilities import require_fault_point
 from conformance.mock_provider import StallReply, TextReply
+from conformance.protocol_models import ApprovalApproveParams
 from conformance.steps.model import default_markdown, script_plan, submit_plan_call
 from conformance.steps.plan import latest_approval, snapshot
+from conformance.steps.requests import granted, permission_mode, plain
 from conformance.steps.sessions import create_session_in_mode, read_session, session_id
 from conformance.world import ApprovalSnapshot, Outcome, SubmittedPlan, World, need
 
@@ -55,7 +57,7 @@ ARTIFACT_COLUMNS = {
 
 def clock_now(world: World) -> int:
     """The host clock."""
-    return world.rpc.clock_get().now
+    return granted(world.rpc.clock_get).now
 
 
 def acted_on(world: World) -> dict[str, Any]:
@@ -64,12 +66,9 @@ def acted_on(world: World) -> dict[str, Any]:
 
 
 def read_approval(world: World, approval_id: str | None = None) -> dict[str, Any]:
-    """The approval as the host reports it now (``approval/get``)."""
+    """The approval as the host reports it now (``approval/get``, as the JSON it sent)."""
     wanted = approval_id or acted_on(world)["approvalId"]
-    approval: dict[str, Any] = world.rpc.request(
-        "approval/get", {"sessionId": session_id(world), "approvalId": wanted}
-    )["approval"]
-    return approval
+    return plain(granted(world.rpc.get_approval, session_id(world), wanted).approval)
 
 
 def stored_approval(world: World, approval_id: str) -> dict[str, Any]:
@@ -148,12 +147,12 @@ def run_plan_turn(world: World, text: str, think_ms: int = 0) -> dict[str, Any]:
     world.cursors.provider_turn = len(world.provider.requests())
     world.plan.clock_at_turn_start = clock_now(world)
     world.plan.prompt = text
-    turn_id = world.rpc.prompt(session_id(world), text).turnId
+    turn_id = granted(world.rpc.prompt, session_id(world), text).turnId
     world.plan.turn_id = turn_id
     world.active_turn = turn_id
     if think_ms:
         world.provider.wait_for_requests(world.cursors.provider_turn + 1, world.timeout)
-        world.rpc.clock_advance(think_ms)
+        granted(world.rpc.clock_advance, think_ms)
         world.provider.release_stalls()
     ended = world.wait_for("turn/ended", lambda p: p["turnId"] == turn_id, since=world.cursors.turn)
     world.last_turn_end = ended
@@ -164,7 +163,7 @@ def _plan_session(world: World) -> None:
     if "main" not in world.sessions:
         create_session_in_mode(world, "Plan")
     elif world.sessions["main"]["mode"] != "plan":
-        world.rpc.request("session/configure", {"sessionId": session_id(world), "mode": "plan"})
+        granted(world.rpc.configure_session, session_id(world), mode="plan")
 
 
 def _await_plan(world: World, think_ms: int = 0) -> dict[str, Any]:
@@ -172,13 +171,10 @@ def _await_plan(world: World, think_ms: int = 0) -> dict[str, Any]:
     ended = run_plan_turn(world, PLAN_PROMPT, think_ms)
     assert ended["outcome"] == "completed", f"the Plan turn ended {ended}"
     turn_id = world.plan.turn_id
-    made = [
-        a
-        for a in world.rpc.request("approval/list", {"sessionId": session_id(world)})["approvals"]
-        if a["turnId"] == turn_id
-    ]
+    listed = granted(world.rpc.list_approvals, session_id(world)).approvals
+    made = [plain(a) for a in listed if a.turnId == turn_id]
     assert len(made) == 1, f"the Plan turn {turn_id} made {len(made)} approvals: {made}"
-    approval: dict[str, Any] = made[0]
+    approval = made[0]
     assert approval["status"] == "pending", f"the plan is not pending: {approval}"
     world.plan.approval = approval
     world.plan.at_creation = dict(approval)
@@ -220,7 +216,7 @@ def ask_for_new_plan(world: World) -> None:
 @when("the user tries to ask for another plan")
 def try_another_plan(world: World) -> None:
     world.cursors.turn = world.mark()
-    world.attempt("session/prompt", {"sessionId": session_id(world), "text": PLAN_PROMPT})
+    world.attempt_typed(world.rpc.prompt, session_id(world), PLAN_PROMPT)
 
 
 # -- decisions ----------------------------------------------------------------------------
@@ -236,6 +232,7 @@ def _mark_action(world: World) -> None:
 
 
 def _approval_ref(world: World) -> dict[str, str]:
+    """The approval acted on, for params a step builds by hand on purpose."""
     return {"sessionId": session_id(world), "approvalId": acted_on(world)["approvalId"]}
 
 
@@ -260,7 +257,8 @@ def approve(world: World, mode: str) -> Outcome:
     """Approve the current plan with ``mode``; remember where notifications start."""
     _close_execution(world)
     _mark_action(world)
-    outcome = world.attempt("approval/approve", {**_approval_ref(world), "permissionMode": mode})
+    approval_id, chosen = acted_on(world)["approvalId"], permission_mode(mode)
+    outcome = world.attempt_typed(world.rpc.approve, session_id(world), approval_id, chosen)
     if outcome.error is None:
         world.plan.approved = outcome.result
     return outcome
@@ -277,7 +275,8 @@ def rejected(world: World) -> None:
     if world.plan.approval is None:  # a plan the planning steps asked for
         world.plan.approval = latest_approval(world)
     _mark_action(world)
-    world.attempt("approval/reject", _approval_ref(world)).require_result()
+    approval_id = acted_on(world)["approvalId"]
+    world.attempt_typed(world.rpc.reject, session_id(world), approval_id).require_result()
 
 
 @when("the user approves the plan without choosing a permission mode")
@@ -307,7 +306,12 @@ def request_changes(world: World) -> None:
 
 @when(parsers.parse("the user approves the plan twice at once with permission mode {mode}"))
 def approve_twice(world: World, mode: str) -> None:
-    params = {**_approval_ref(world), "permissionMode": mode}
+    # Both requests go out in one write, so they are built here, from the params model.
+    params = ApprovalApproveParams(
+        sessionId=session_id(world),
+        approvalId=acted_on(world)["approvalId"],
+        permissionMode=permission_mode(mode),
+    ).model_dump(mode="json")
     messages = [
         {
             "jsonrpc": "2.0",
@@ -330,20 +334,22 @@ def approve_twice(world: World, mode: str) -> None:
 )
 def stale_action(world: World, request: str, which: str, mode: str | None) -> None:
     if which == "first plan":
-        first = world.rpc.request("approval/list", {"sessionId": session_id(world)})["approvals"]
-        world.plan.approval = first[0]
+        first = granted(world.rpc.list_approvals, session_id(world)).approvals
+        world.plan.approval = plain(first[0])
     world.plan.before_action = take_snapshot(world)
     _mark_action(world)
+    approval_id = acted_on(world)["approvalId"]
     if request == "approves":
-        world.attempt("approval/approve", {**_approval_ref(world), "permissionMode": mode or "ask"})
+        chosen = permission_mode(mode or "ask")
+        world.attempt_typed(world.rpc.approve, session_id(world), approval_id, chosen)
     else:
-        world.attempt("approval/reject", _approval_ref(world))
+        world.attempt_typed(world.rpc.reject, session_id(world), approval_id)
 
 
 @given("the host will fail to commit the next approval")
 def arm_commit_fault(world: World) -> None:
     require_fault_point(world, "approvalCommit")
-    world.rpc.request("conformance/fault/arm", {"fault": "approvalCommit"})
+    granted(world.rpc.arm_fault, "approvalCommit")
 
 
 # -- time ---------------------------------------------------------------------------------
@@ -352,7 +358,7 @@ def arm_commit_fault(world: World) -> None:
 @when(parsers.parse("{minutes:d} minutes pass"))
 @given(parsers.parse("{minutes:d} minutes passed"))
 def minutes_pass(world: World, minutes: int) -> None:
-    world.rpc.request("conformance/clock/advance", {"ms": minutes * 60_000})
+    granted(world.rpc.clock_advance, minutes * 60_000)
 
 
 _OFFSETS = {"one millisecond before": -1, "exactly": 0, "one millisecond after": 1}
@@ -362,22 +368,21 @@ _OFFSETS = {"one millisecond before": -1, "exactly": 0, "one millisecond after":
 @given(parsers.parse("the clock reached {offset} the deadline"))
 def clock_near_deadline(world: World, offset: str) -> None:
     target = _created(world)["expiresAt"] + _OFFSETS[offset]
-    world.rpc.request("conformance/clock/set", {"now": target})
+    granted(world.rpc.clock_set, target)
 
 
 @given("the client reloads and reads the approval again")
 @when("the client reloads and reads the approval again")
 def reload(world: World) -> None:
     world.plan.reloaded = None
-    sessions = world.rpc.request("session/list", {})["sessions"]
+    sessions = granted(world.rpc.list_sessions).sessions
     with blame("C2"):
-        listed = [s for s in sessions if s["sessionId"] == session_id(world)]
+        listed = [s for s in sessions if s.sessionId == session_id(world)]
         assert listed, "after the reload the host does not list the session"
-        pending = listed[0]["pendingApprovalId"]
+        pending = listed[0].pendingApprovalId
         assert pending, "after the reload the session shows no pending approval"
-        world.plan.reloaded = world.rpc.request(
-            "approval/get", {"sessionId": session_id(world), "approvalId": pending}
-        )["approval"]
+        reloaded = granted(world.rpc.get_approval, session_id(world), pending).approval
+        world.plan.reloaded = plain(reloaded)
         assert world.plan.reloaded["approvalId"] == acted_on(world)["approvalId"], (
             f"after the reload the session shows another approval: {world.plan.reloaded}"
         )
@@ -406,11 +411,8 @@ def approval_status(world: World, status: str) -> None:
 def approval_card(world: World) -> None:
     submitted = world.plan.submitted[-1]
     approval = read_approval(world)
-    listed = [
-        a
-        for a in world.rpc.request("approval/list", {"sessionId": session_id(world)})["approvals"]
-        if a["approvalId"] == approval["approvalId"]
-    ]
+    approvals = granted(world.rpc.list_approvals, session_id(world)).approvals
+    listed = [plain(a) for a in approvals if a.approvalId == approval["approvalId"]]
     assert listed == [approval], f"approval/list and approval/get disagree: {listed} {approval}"
     assert approval["title"] == submitted.title, f"the title is {approval['title']!r}"
     assert approval["question"] == submitted.question, f"the question is {approval['question']!r}"
@@ -700,7 +702,7 @@ def expired_with_timeout(world: World) -> None:
 def still_expires(world: World) -> None:
     deadline = _created(world)["expiresAt"]
     world.cursors.approve = world.mark()
-    world.rpc.request("conformance/clock/set", {"now": deadline})
+    granted(world.rpc.clock_set, deadline)
     approval_id = _created(world)["approvalId"]
     row = stored_approval(world, approval_id)
     announced = _announced_expiry(world, approval_id)
@@ -730,7 +732,7 @@ def still_expires(world: World) -> None:
 def _settle(world: World) -> None:
     """A round trip: the host has handled everything sent before (the decision's answer
     came back already; this orders a read after any work it started synchronously)."""
-    world.rpc.request("session/get", {"sessionId": session_id(world)})
+    granted(world.rpc.get_session, session_id(world))
 
 
 @then("no execution was started")
@@ -830,22 +832,22 @@ def one_execution(world: World) -> None:
 @verifies("R4.8")
 def only_one_pending(world: World, title: str) -> None:
     _settle(world)
-    approvals = world.rpc.request("approval/list", {"sessionId": session_id(world)})["approvals"]
-    pending = [a for a in approvals if a["status"] == "pending"]
-    assert [a["title"] for a in pending] == [title], f"pending approvals: {pending}"
+    approvals = granted(world.rpc.list_approvals, session_id(world)).approvals
+    pending = [a for a in approvals if a.status == "pending"]
+    assert [a.title for a in pending] == [title], f"pending approvals: {pending}"
     rows = world.storage().rows("plan_approvals", "status = 'pending'")
     assert [r["title"] for r in rows] == [title], f"storage holds pending approvals {rows}"
     session = read_session(world)
-    assert session["pendingApprovalId"] == pending[0]["approvalId"], session
+    assert session["pendingApprovalId"] == pending[0].approvalId, session
 
 
 @then(parsers.parse('the plan titled "{title}" is still awaiting approval'))
 @verifies("R3.8")
 def still_pending(world: World, title: str) -> None:
-    approvals = world.rpc.request("approval/list", {"sessionId": session_id(world)})["approvals"]
-    found = [a for a in approvals if a["title"] == title]
+    approvals = granted(world.rpc.list_approvals, session_id(world)).approvals
+    found = [a for a in approvals if a.title == title]
     assert len(found) == 1, f"approvals titled {title!r}: {found}"
-    approval = read_back(world, found[0]["approvalId"])
+    approval = read_back(world, found[0].approvalId)
     assert approval["status"] == "pending", f"the plan titled {title!r} is {approval['status']}"
     assert approval["executionId"] is None and approval["permissionMode"] is None, approval
     session = read_session(world)

@@ -9,17 +9,22 @@ refused request, or the ``turn/ended`` of the turn that did finish.
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Literal
 
+from pydantic import BaseModel
 from pytest_bdd import given, parsers, then, when
 
 from conformance.blame import verifies
 from conformance.capabilities import require_fault_point
+from conformance.client import HostClient
 from conformance.mock_provider import ScriptedToolCall, StallReply, TextReply, ToolCallsReply
 from conformance.steps.plan import snapshot
+from conformance.steps.requests import granted
 from conformance.steps.sessions import (
     MODES,
     _create,
+    configure,
     new_setting,
     permission_request,
     prompt,
@@ -59,19 +64,19 @@ def start_turn(world: World) -> None:
 
 @when("the user tries to send another prompt")
 def try_prompt(world: World) -> None:
-    world.attempt("session/prompt", {"sessionId": session_id(world), "text": "One more thing."})
+    world.attempt_typed(world.rpc.prompt, session_id(world), "One more thing.")
 
 
 @when(parsers.parse("the user tries to switch the session to {mode} mode"))
 def try_switch(world: World, mode: str) -> None:
     remember_configuration(world)
-    world.attempt("session/configure", {"sessionId": session_id(world), "mode": MODES[mode]})
+    world.attempt_typed(world.rpc.configure_session, session_id(world), mode=MODES[mode])
 
 
 @when("the user tries to plan again")
 def try_plan_again(world: World) -> None:
     remember_configuration(world)
-    world.attempt("session/configure", {"sessionId": session_id(world), "mode": "plan"})
+    world.attempt_typed(world.rpc.configure_session, session_id(world), mode="plan")
 
 
 @given(parsers.parse("the user tried to change the {setting}"))
@@ -79,18 +84,18 @@ def try_plan_again(world: World) -> None:
 def try_configure(world: World, setting: str) -> None:
     changes = new_setting(world, setting)
     remember_configuration(world)
-    world.attempt("session/configure", {"sessionId": session_id(world), **changes})
+    configure(world, changes)
 
 
 @when("the user cancels the turn")
 @given("the user cancelled the turn")
 def cancel_turn(world: World) -> None:
-    world.attempt("session/cancel", {"sessionId": session_id(world)})
+    world.attempt_typed(world.rpc.cancel, session_id(world))
 
 
 @when("the user tries to cancel")
 def try_cancel(world: World) -> None:
-    world.attempt("session/cancel", {"sessionId": session_id(world)})
+    world.attempt_typed(world.rpc.cancel, session_id(world))
 
 
 def _stored_turn(world: World, turn_id: str) -> dict[str, Any]:
@@ -169,7 +174,7 @@ def takes_new_prompt(world: World) -> None:
 
 @then("no plan awaits approval")
 def no_plan(world: World) -> None:
-    approvals = world.rpc.request("approval/list", {"sessionId": session_id(world)})["approvals"]
+    approvals = granted(world.rpc.list_approvals, session_id(world)).approvals
     assert approvals == [], f"the host lists approvals: {approvals}"
     rows = world.storage().rows("plan_approvals", "session_id = ?", (session_id(world),))
     assert rows == [], f"plan_approvals holds {rows}"
@@ -182,10 +187,8 @@ def no_plan(world: World) -> None:
 def plan_still_pending(world: World) -> None:
     approval = need(world.plan.approval, "approval")
     approval_id = approval["approvalId"]
-    found = world.rpc.request(
-        "approval/get", {"sessionId": session_id(world), "approvalId": approval_id}
-    )["approval"]
-    assert found["status"] == "pending", f"the approval is {found['status']}"
+    found = granted(world.rpc.get_approval, session_id(world), approval_id).approval
+    assert found.status == "pending", f"the approval is {found.status}"
     session = read_session(world)
     assert session["pendingApprovalId"] == approval_id, session
     assert session["activeTurnId"] is None and session["activeExecutionId"] is None, session
@@ -203,18 +206,11 @@ def plan_still_pending(world: World) -> None:
 @given("the plan was approved and waits to start")
 def approved_and_waiting(world: World) -> None:
     require_fault_point(world, "holdExecution")
-    world.rpc.request("conformance/fault/arm", {"fault": "holdExecution"})
+    granted(world.rpc.arm_fault, "holdExecution")
     approval = need(world.plan.approval, "approval")
     world.cursors.approve = world.mark()
     world.cursors.provider_approve = len(world.provider.requests())
-    world.rpc.request(
-        "approval/approve",
-        {
-            "sessionId": session_id(world),
-            "approvalId": approval["approvalId"],
-            "permissionMode": "ask",
-        },
-    )
+    granted(world.rpc.approve, session_id(world), approval["approvalId"], "ask")
 
 
 @then("the approved plan is still being carried out")
@@ -224,10 +220,8 @@ def execution_goes_on(world: World) -> None:
     execution = session["activeExecutionId"]
     assert execution is not None, f"the session has no active execution: {session}"
     approval = need(world.plan.approval, "approval")
-    found = world.rpc.request(
-        "approval/get", {"sessionId": session_id(world), "approvalId": approval["approvalId"]}
-    )["approval"]
-    assert found["executionState"] in ("queued", "running"), found
+    found = granted(world.rpc.get_approval, session_id(world), approval["approvalId"]).approval
+    assert found.executionState in ("queued", "running"), found
     row = world.storage().rows("plan_approvals", "id = ?", (approval["approvalId"],))[0]
     assert row["execution_state"] in ("queued", "running"), row
 
@@ -246,8 +240,8 @@ def asks_permission(world: World, tool: str) -> None:
 @when(parsers.parse("the user {decision} it"))
 def answer_permission(world: World, decision: str) -> None:
     request = need(world.plan.permission_request, "permission question")
-    answer = {"allows": "allow", "denies": "deny"}[decision]
-    world.rpc.request("permission/respond", {"requestId": request["requestId"], "decision": answer})
+    answers: dict[str, Literal["allow", "deny"]] = {"allows": "allow", "denies": "deny"}
+    granted(world.rpc.respond_permission, request["requestId"], answers[decision])
 
 
 @then("the execution ends")
@@ -263,8 +257,8 @@ def execution_ends(world: World) -> None:
 @then("no permission was given without the user")
 def nothing_ran_without_permission(world: World) -> None:
     assert not (world.workspace / "notes.txt").exists(), "the Write ran without an answer"
-    session = world.rpc.request("session/get", {"sessionId": session_id(world)})["session"]
-    assert session["activeTurnId"] is not None, "the execution stopped waiting for the user"
+    session = granted(world.rpc.get_session, session_id(world)).session
+    assert session.activeTurnId is not None, "the execution stopped waiting for the user"
 
 
 @then("no permission was asked")
@@ -301,7 +295,7 @@ def second_session(world: World) -> None:
     world.arranged.other_project = other
     world.arranged.other_secret = secret
     world.arranged.other_project_before = snapshot(other)
-    _create(world, OTHER, workspaceRoot=str(other)).require_result()
+    _create(world, OTHER, workspace_root=str(other)).require_result()
 
 
 @given("the second session is busy with a turn of its own")
@@ -335,9 +329,7 @@ def model_reads_other(world: World, how: str) -> None:
 
 @given("the session acts without asking first")
 def acts_without_asking(world: World) -> None:
-    world.rpc.request(
-        "session/configure", {"sessionId": session_id(world), "permissionMode": "auto"}
-    )
+    granted(world.rpc.configure_session, session_id(world), permission_mode="auto")
 
 
 @given(parsers.parse("the model will write a file into the other project {how}"))
@@ -490,7 +482,7 @@ def answers_reach_owner(world: World) -> None:
 
 @when("the user cancels the second session's turn")
 def cancel_other(world: World) -> None:
-    world.attempt("session/cancel", {"sessionId": session_id(world, OTHER)})
+    world.attempt_typed(world.rpc.cancel, session_id(world, OTHER))
 
 
 @then("the second session's turn ended as cancelled")
@@ -511,22 +503,23 @@ def first_completes(world: World) -> None:
     _ended_as(world, world.boundary.turn_of["main"], "completed")
 
 
-_THROUGH_OTHER = {
-    "approve": ("approval/approve", {"permissionMode": "ask"}),
-    "reject": ("approval/reject", {}),
-    "open": ("artifact/read", {}),
-    "read": ("approval/get", {}),
-}
+def _through_other(rpc: HostClient) -> dict[str, Callable[[str, str], BaseModel]]:
+    """What the user may try on a plan, given the session and the approval."""
+    return {
+        "approve": lambda session, approval: rpc.approve(session, approval, "ask"),
+        "reject": rpc.reject,
+        "open": rpc.read_artifact,
+        "read": rpc.get_approval,
+    }
 
 
 @when(parsers.parse("the user tries to {action} the plan through the second session"))
 def act_through_other(world: World, action: str) -> None:
-    assert action in _THROUGH_OTHER, f"no action called {action!r}"
-    method, extra = _THROUGH_OTHER[action]
+    actions = _through_other(world.rpc)
+    assert action in actions, f"no action called {action!r}"
     approval = need(world.plan.approval, "approval")
     remember_configuration(world, OTHER)
-    params = {"sessionId": session_id(world, OTHER), "approvalId": approval["approvalId"]}
-    world.attempt(method, {**params, **extra})
+    world.attempt_typed(actions[action], session_id(world, OTHER), approval["approvalId"])
 
 
 @then("the second session is unchanged")
@@ -540,13 +533,13 @@ def other_unchanged_session(world: World) -> None:
     row = stored_session(world, OTHER)
     assert row["mode"] == created["mode"], row
     assert row["permission_mode"] == created["permissionMode"], row
-    listed = world.rpc.request("approval/list", {"sessionId": session_id(world, OTHER)})
-    assert listed["approvals"] == [], f"the second session lists {listed['approvals']}"
+    listed = granted(world.rpc.list_approvals, session_id(world, OTHER)).approvals
+    assert listed == [], f"the second session lists {listed}"
 
 
 @when("the user lists the plans of the second session")
 def list_other_plans(world: World) -> None:
-    world.attempt("approval/list", {"sessionId": session_id(world, OTHER)})
+    world.attempt_typed(world.rpc.list_approvals, session_id(world, OTHER))
 
 
 @then("the second session lists no plan")

@@ -15,6 +15,7 @@ from typing import Any, Final
 from pytest_bdd import given, parsers, then, when
 
 from conformance.blame import blame, verifies
+from conformance.steps.requests import granted, plain
 from conformance.world import Outcome, World, need
 from pi_contract import PROTOCOL_VERSION, error_catalog
 
@@ -95,6 +96,8 @@ def _initialize_params(version: int) -> dict[str, Any]:
 def open_connection(world: World, version: int) -> None:
     if world.host is None:
         world.start_host()
+    # Hand-built: the version may be one the host must refuse, and the handshake's answer
+    # is checked as the host sent it.
     outcome = world.attempt("initialize", _initialize_params(version))
     if outcome.error is None:
         world.handshake = outcome.require_result()
@@ -122,6 +125,7 @@ def _before_initialize(world: World) -> dict[str, tuple[str, dict[str, Any]]]:
 
 @when(parsers.parse("the client asks for {request} before opening the connection"))
 def request_before_initialize(world: World, request: str) -> None:
+    # Every one of these must be refused before the handshake: sent as built here.
     requests = _before_initialize(world)
     assert request in requests, f"no early request called {request!r}"
     method, params = requests[request]
@@ -130,6 +134,7 @@ def request_before_initialize(world: World, request: str) -> None:
 
 @when("the client opens the connection a second time")
 def initialize_twice(world: World) -> None:
+    # A second handshake must be refused; its answer is checked as the host sent it.
     world.attempt("initialize", _initialize_params(PROTOCOL_VERSION))
 
 
@@ -158,7 +163,7 @@ def refusal_names_version(world: World) -> None:
 
 @then(parsers.parse("the host still accepts a connection asking for protocol version {v:d}"))
 def still_accepts(world: World, v: int) -> None:
-    result = world.rpc.initialize(v)
+    result = world.rpc.initialize(v)  # kept raw: the handshake is checked as the host sent it
     assert result["protocolVersion"] == v
     world.handshake = result
 
@@ -166,9 +171,9 @@ def still_accepts(world: World, v: int) -> None:
 @then("nothing was created before the connection was opened")
 @verifies("P6")
 def nothing_created_early(world: World) -> None:
-    sessions = world.rpc.request("session/list", {})["sessions"]
+    sessions = granted(world.rpc.list_sessions).sessions
     assert sessions == [], f"a request before the handshake created sessions: {sessions}"
-    tasks = world.rpc.request("task/list", {})["tasks"]
+    tasks = granted(world.rpc.list_tasks).tasks
     assert tasks == [], f"a request before the handshake created tasks: {tasks}"
     storage = world.storage()
     if storage.path.exists():
@@ -226,8 +231,8 @@ def _refusals(world: World) -> dict[str, Callable[[], object]]:
         "a request for a method that does not exist": lambda: unchecked(
             world, "session/explode", {}
         ),
-        "a request for a session that does not exist": lambda: world.attempt(
-            "session/get", {"sessionId": "no-such-session"}
+        "a request for a session that does not exist": lambda: world.attempt_typed(
+            world.rpc.get_session, "no-such-session"
         ),
         "a request with a parameter that does not exist": lambda: unchecked(
             world, "session/list", {"verbose": True}
@@ -324,7 +329,7 @@ def send_blank_lines(world: World) -> None:
 @verifies("P1")
 def answers_exactly_two(world: World) -> None:
     raw_answers(world, 2)
-    world.rpc.request("session/list", {})  # settles: later lines were read after these
+    granted(world.rpc.list_sessions)  # settles: later lines were read after these
     answers = list(world.rpc.unmatched[world.wire.unmatched_mark :])
     assert len(answers) == 2, f"the host answered {len(answers)} lines instead of 2: {answers}"
     assert {a.get("id") for a in answers} == {7201, 7202}, answers
@@ -353,7 +358,7 @@ def send_identified(world: World, identifier: str) -> None:
 @verifies("P1")
 def answers_carry_ids(world: World) -> None:
     sent = world.wire.sent
-    world.rpc.request("session/list", {})  # the host is serving and read the lines before
+    granted(world.rpc.list_sessions)  # the host is serving and read the lines before
     try:
         answers = raw_answers(world, len(sent))
     except TimeoutError:
@@ -433,8 +438,7 @@ def list_with_extra(world: World) -> None:
 
 @then("the host keeps serving requests")
 def keeps_serving(world: World) -> None:
-    result = world.rpc.request("session/list", {})
-    assert isinstance(result.get("sessions"), list)
+    granted(world.rpc.list_sessions)  # its answer must fit SessionListResult
 
 
 # -- params out of range (P4) -------------------------------------------------------------
@@ -445,9 +449,9 @@ def held(world: World) -> dict[str, Any]:
     in storage."""
     rpc = world.rpc
     state: dict[str, Any] = {
-        "sessions": rpc.request("session/list", {})["sessions"],
-        "tasks": rpc.request("task/list", {})["tasks"],
-        "clock": rpc.request("conformance/clock/get", {})["now"],
+        "sessions": [plain(s) for s in granted(rpc.list_sessions).sessions],
+        "tasks": [plain(t) for t in granted(rpc.list_tasks).tasks],
+        "clock": granted(rpc.clock_get).now,
         "provider requests": len(world.provider.requests()),
     }
     storage = world.storage()

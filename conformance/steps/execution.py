@@ -25,6 +25,7 @@ from conformance.steps.approval import (
 )
 from conformance.steps.model import default_markdown, submit_plan_call
 from conformance.steps.plan import snapshot
+from conformance.steps.requests import granted
 from conformance.steps.restart import approvals_of, other_session_pending
 from conformance.steps.sessions import permission_request, read_session, session_id
 from conformance.world import Outcome, SubmittedPlan, World, need
@@ -160,7 +161,7 @@ def later_prompt(world: World) -> None:
     world.arranged.workspace_before = snapshot(world.workspace)
     world.cursors.turn = world.mark()
     world.cursors.provider_turn = len(world.provider.requests())
-    turn_id = world.rpc.prompt(session_id(world), "Please tidy up the notes.").turnId
+    turn_id = granted(world.rpc.prompt, session_id(world), "Please tidy up the notes.").turnId
     world.plan.later_turn_id = turn_id
     world.active_turn = turn_id
 
@@ -169,6 +170,7 @@ def later_prompt(world: World) -> None:
 def answer_again(world: World, decision: str) -> None:
     request = need(world.plan.permission_request, "permission question")
     answer = {"allowing": "allow", "denying": "deny"}[decision]
+    # Hand-built and sent unchecked on purpose: the question was answered already.
     message = {
         "jsonrpc": "2.0",
         "id": world.rpc.next_id(),
@@ -181,6 +183,7 @@ def answer_again(world: World, decision: str) -> None:
 
 @when("the user answers a permission question that was never asked")
 def answer_unknown(world: World) -> None:
+    # Hand-built and sent unchecked on purpose: no such question was asked.
     message = {
         "jsonrpc": "2.0",
         "id": world.rpc.next_id(),

@@ -15,6 +15,7 @@ from pytest_bdd import given, parsers, then, when
 
 from conformance.blame import verifies
 from conformance.client import HostStoppedError
+from conformance.steps.requests import granted, plain
 from conformance.storage_inspector import DB_FILE
 from conformance.storage_seed import (
     LEGACY_APPROVALS,
@@ -244,7 +245,7 @@ def _first_difference(before: list[Any], after: list[Any]) -> str:
 @then("the migrated sessions and their transcripts can be read through the protocol")
 @verifies("R7.7")
 def sessions_readable(world: World) -> None:
-    sessions = {s["sessionId"]: s for s in world.rpc.request("session/list", {})["sessions"]}
+    sessions = {s.sessionId: plain(s) for s in granted(world.rpc.list_sessions).sessions}
     transcript = world.seeded.tables["transcript"]
     for row in world.seeded.tables["sessions"]:
         session_id, root, mode, permission, base_url, model, created, _updated = row
@@ -260,8 +261,8 @@ def sessions_readable(world: World) -> None:
             "createdAt": created,
         }
         assert shown == expected, f"the migrated session {session_id} reads {shown}"
-        entries = world.rpc.request("session/transcript", {"sessionId": session_id})["entries"]
-        read = [(e["turnId"], e["role"], e["content"], e["createdAt"]) for e in entries]
+        entries = granted(world.rpc.session_transcript, session_id).entries
+        read = [(e.turnId, e.role, e.content, e.createdAt) for e in entries]
         stored = [
             (turn, role, json.loads(content), at)
             for _id, owner, turn, role, content, at in transcript
@@ -283,15 +284,12 @@ def _seeded_legacy(world: World) -> V8Approval:
 
 def _listed(world: World, approval: V8Approval) -> dict[str, Any]:
     session = f"v8-session-{approval.session % 2}"
-    listed = world.rpc.request("approval/list", {"sessionId": session})["approvals"]
-    matching = [a for a in listed if a["approvalId"] == approval.id]
+    listed = granted(world.rpc.list_approvals, session).approvals
+    matching = [plain(a) for a in listed if a.approvalId == approval.id]
     assert matching, f"approval/list of {session} does not list the v8 approval {approval.id}"
-    got = world.rpc.request("approval/get", {"sessionId": session, "approvalId": approval.id})
-    assert got["approval"] == matching[0], (
-        f"approval/get and approval/list disagree: {got['approval']} vs {matching[0]}"
-    )
-    shown: dict[str, Any] = matching[0]
-    return shown
+    got = plain(granted(world.rpc.get_approval, session, approval.id).approval)
+    assert got == matching[0], f"approval/get and approval/list disagree: {got} vs {matching[0]}"
+    return matching[0]
 
 
 @then(parsers.parse("the host lists that approval as {status}, with no turn and no artifact"))

@@ -14,7 +14,7 @@ from typing import Any
 from pytest_bdd import given, parsers
 
 from conformance.mock_provider import ScriptedToolCall, TextReply, ToolCallsReply
-from conformance.steps.requests import request
+from conformance.steps.requests import granted
 from conformance.world import ScriptedCall, SubmittedPlan, World, need
 
 DEFAULT_QUESTION = "Shall I go ahead?"
@@ -154,11 +154,12 @@ def model_writes_twice(world: World, first: str, second: str) -> None:
 
 @given(parsers.re(r"the model will try to (?P<tool>write|edit) the plan artifact"))
 def model_tampers(world: World, tool: str) -> None:
-    approvals = request(world, "approval/list", {"sessionId": world.sessions["main"]["sessionId"]})[
-        "approvals"
-    ]
+    session = world.sessions["main"]["sessionId"]
+    approvals = granted(world.rpc.list_approvals, session).approvals
     assert approvals, "no plan artifact exists yet"
-    path = approvals[-1]["artifact"]["path"]
+    artifact = approvals[-1].artifact
+    assert artifact is not None, f"approval {approvals[-1].approvalId} has no plan artifact"
+    path = artifact.path
     name = tool.capitalize()
     arguments = _default_arguments(name, path)
     if name == "Edit":

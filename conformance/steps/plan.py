@@ -21,7 +21,7 @@ from conformance.capabilities import Unverified, require_fault_point
 from conformance.messages import message_text
 from conformance.mock_provider import TextReply
 from conformance.steps.model import default_markdown, script_plan
-from conformance.steps.requests import request
+from conformance.steps.requests import granted, permission_mode, plain
 from conformance.steps.sessions import MODES, _create, read_session, session_id
 from conformance.world import World, need
 from pi_contract import error_catalog
@@ -123,7 +123,7 @@ def project_deleted(world: World) -> None:
 def arm_fault(world: World, action: str) -> None:
     fault = {"writing": "artifactWrite", "flushing": "artifactFlush"}[action]
     require_fault_point(world, fault)
-    request(world, "conformance/fault/arm", {"fault": fault})
+    granted(world.rpc.arm_fault, fault)
 
 
 _IMMUTABLE_FLAG = 0x00000010  # FS_IMMUTABLE_FL
@@ -191,7 +191,8 @@ def link_into_plan_folder(world: World, name: str) -> None:
 
 @given(parsers.parse("a session for the project in {mode} mode with permission mode {permission}"))
 def create_session_mode_permission(world: World, mode: str, permission: str) -> None:
-    _create(world, "main", mode=MODES[mode], permissionMode=permission).require_result()
+    chosen = permission_mode(permission)
+    _create(world, "main", mode=MODES[mode], permission_mode=chosen).require_result()
 
 
 @given("another session is open for the same project")
@@ -212,9 +213,7 @@ def run_prompt(world: World, text: str) -> dict[str, Any]:
     world.arranged.neighbours = sorted(p.name for p in world.workspace.parent.iterdir())
     world.cursors.turn = world.mark()
     world.cursors.provider_turn = len(world.provider.requests())
-    turn_id = request(world, "session/prompt", {"sessionId": session_id(world), "text": text})[
-        "turnId"
-    ]
+    turn_id = granted(world.rpc.prompt, session_id(world), text).turnId
     world.active_turn = turn_id
     ended = world.wait_for("turn/ended", lambda p: p["turnId"] == turn_id, since=world.cursors.turn)
     world.last_turn_end = ended
@@ -255,22 +254,21 @@ def earlier_conversation(world: World) -> None:
 
 
 def latest_approval(world: World) -> dict[str, Any]:
-    """The newest approval of the main session, as the host reports it now."""
-    approvals: list[dict[str, Any]] = request(
-        world, "approval/list", {"sessionId": session_id(world)}
-    )["approvals"]
+    """The newest approval of the main session, as the host reports it now (as the JSON
+    it sent)."""
+    approvals = granted(world.rpc.list_approvals, session_id(world)).approvals
     assert approvals, "the host lists no approval for the session"
     # The contract gives approval/list no order: find the newest by what the harness knows.
-    of_turn = [a for a in approvals if a["turnId"] is not None and a["turnId"] == world.active_turn]
+    of_turn = [a for a in approvals if a.turnId is not None and a.turnId == world.active_turn]
     if len(of_turn) == 1:
-        return of_turn[0]
-    pending = [a for a in approvals if a["status"] == "pending"]
+        return plain(of_turn[0])
+    pending = [a for a in approvals if a.status == "pending"]
     if len(pending) == 1:
-        return pending[0]
-    newest = max(a["createdAt"] for a in approvals)
-    latest = [a for a in approvals if a["createdAt"] == newest]
+        return plain(pending[0])
+    newest = max(a.createdAt for a in approvals)
+    latest = [a for a in approvals if a.createdAt == newest]
     assert len(latest) == 1, f"cannot tell which approval is the newest: {approvals}"
-    return latest[0]
+    return plain(latest[0])
 
 
 @given("the user rejects the plan")
@@ -279,9 +277,8 @@ def reject_plan(world: World) -> None:
     approval = latest_approval(world)
     world.cursors.decision = world.mark()
     world.cursors.provider_decision = len(world.provider.requests())
-    world.attempt(
-        "approval/reject", {"sessionId": session_id(world), "approvalId": approval["approvalId"]}
-    )
+    approval_id = approval["approvalId"]
+    world.attempt_typed(world.rpc.reject, session_id(world), approval_id)
 
 
 @given(parsers.parse('a plan titled "{title}" was submitted and rejected'))
@@ -296,26 +293,23 @@ def plan_submitted_and_rejected(world: World, title: str) -> None:
 
 @given(parsers.parse("the session was switched to {mode} mode with permission mode {permission}"))
 def switch_mode_and_permission(world: World, mode: str, permission: str) -> None:
-    request(
-        world,
-        "session/configure",
-        {"sessionId": session_id(world), "mode": MODES[mode], "permissionMode": permission},
+    chosen = permission_mode(permission)
+    granted(
+        world.rpc.configure_session, session_id(world), mode=MODES[mode], permission_mode=chosen
     )
 
 
 @when("the user opens the plan artifact")
 def open_artifact(world: World) -> None:
     approval = latest_approval(world)
-    outcome = world.attempt(
-        "artifact/read", {"sessionId": session_id(world), "approvalId": approval["approvalId"]}
-    )
+    approval_id = approval["approvalId"]
+    outcome = world.attempt_typed(world.rpc.read_artifact, session_id(world), approval_id)
     world.plan.read_outcome = outcome
 
 
 def _approval_titled(world: World, title: str) -> dict[str, Any]:
-    approvals: list[dict[str, Any]] = request(
-        world, "approval/list", {"sessionId": session_id(world)}
-    )["approvals"]
+    listed = granted(world.rpc.list_approvals, session_id(world)).approvals
+    approvals = [plain(approval) for approval in listed]
     titled = [a for a in approvals if a["title"] == title]
     assert len(titled) == 1, f"{len(titled)} approvals are titled {title!r}: {approvals}"
     return titled[0]
@@ -484,7 +478,7 @@ def _approval_notifications(world: World) -> list[dict[str, Any]]:
 
 @then("no approval exists")
 def no_approval(world: World) -> None:
-    listed = request(world, "approval/list", {"sessionId": session_id(world)})["approvals"]
+    listed = granted(world.rpc.list_approvals, session_id(world)).approvals
     assert listed == [], f"the host lists approvals: {listed}"
     rows = world.storage().rows("plan_approvals")
     assert rows == [], f"plan_approvals holds {rows}"
@@ -648,7 +642,8 @@ def earlier_unchanged(world: World) -> None:
 
 @then("each submission has its own artifact")
 def own_artifacts(world: World) -> None:
-    approvals = request(world, "approval/list", {"sessionId": session_id(world)})["approvals"]
+    listed = granted(world.rpc.list_approvals, session_id(world)).approvals
+    approvals = [plain(a) for a in listed]
     paths = [a["artifact"]["path"] for a in approvals]
     with blame("R2.4"):
         assert len(approvals) == len(world.plan.submitted), (

@@ -14,6 +14,7 @@ from pytest_bdd import given, parsers, then, when
 
 from conformance.blame import blame, verifies
 from conformance.mock_provider import TextReply
+from conformance.protocol_models import Approval
 from conformance.steps.model import script_calls, tool_call
 from conformance.steps.plan import (
     artifact_file,
@@ -24,7 +25,7 @@ from conformance.steps.plan import (
     run_prompt,
     snapshot,
 )
-from conformance.steps.requests import request
+from conformance.steps.requests import granted, permission_mode, plain
 from conformance.steps.sessions import read_session, session_id
 from conformance.world import World, need
 
@@ -32,21 +33,14 @@ APPROVAL_TTL_MS = 30 * 60 * 1000
 QUIET_S = 1.0  # how long the user waits, after a plan ended, for a turn nobody asked for
 
 
-def _approvals(world: World) -> list[dict[str, Any]]:
-    listed: list[dict[str, Any]] = request(
-        world, "approval/list", {"sessionId": session_id(world)}
-    )["approvals"]
-    return listed
+def _approvals(world: World) -> list[Approval]:
+    return granted(world.rpc.list_approvals, session_id(world)).approvals
 
 
 def _row(world: World, approval_id: str) -> dict[str, Any]:
     rows = world.storage().rows("plan_approvals", "id = ?", (approval_id,))
     assert len(rows) == 1, f"plan_approvals holds {len(rows)} rows for {approval_id}"
     return rows[0]
-
-
-def _ref(world: World, approval: dict[str, Any]) -> dict[str, str]:
-    return {"sessionId": session_id(world), "approvalId": approval["approvalId"]}
 
 
 # -- the pending approval -----------------------------------------------------------------
@@ -64,7 +58,9 @@ def approval_pending(world: World, title: str) -> None:
         f"the approval names turn {approval['turnId']}, the plan was submitted in turn "
         f"{world.active_turn}"
     )
-    fetched = request(world, "approval/get", _ref(world, approval))["approval"]
+    approval_id = approval["approvalId"]
+    got = granted(world.rpc.get_approval, session_id(world), approval_id)
+    fetched = plain(got.approval)
     assert fetched == approval, f"approval/get shows {fetched}, approval/list {approval}"
     session = read_session(world)
     assert session["pendingApprovalId"] == approval["approvalId"], session
@@ -94,7 +90,7 @@ def turn_ended_by_submission(world: World) -> None:
     )
     rows = world.storage().rows("turns", "id = ?", (ended["turnId"],))
     assert rows and rows[0]["state"] == "completed", f"the turn is stored as {rows}"
-    pending = [a for a in _approvals(world) if a["status"] == "pending"]
+    pending = [a for a in _approvals(world) if a.status == "pending"]
     assert len(pending) == 1, f"the turn left {len(pending)} pending approvals"
 
 
@@ -111,7 +107,7 @@ def model_tries_to_submit(world: World, title: str) -> None:
 @verifies("R1.7")
 def only_the_first(world: World, title: str) -> None:
     approvals = _approvals(world)
-    titles = [a["title"] for a in approvals]
+    titles = [a.title for a in approvals]
     assert titles == [title.strip('"')], f"the host lists approvals for {titles}"
     rows = world.storage().rows("plan_approvals")
     assert len(rows) == 1, f"plan_approvals holds {len(rows)} rows"
@@ -126,8 +122,8 @@ def time_runs_out(world: World) -> None:
     approval = latest_approval(world)
     world.cursors.decision = world.mark()
     world.cursors.provider_decision = len(world.provider.requests())
-    now = request(world, "conformance/clock/get", {})["now"]
-    request(world, "conformance/clock/advance", {"ms": approval["expiresAt"] - now})
+    now = granted(world.rpc.clock_get).now
+    granted(world.rpc.clock_advance, approval["expiresAt"] - now)
     world.wait_for(
         "approval/updated",
         lambda p: (
@@ -144,7 +140,7 @@ def approved_and_carried_out(world: World) -> None:
     world.provider.enqueue(TextReply("The plan is carried out."))
     world.cursors.approve = world.mark()
     world.cursors.provider_approve = len(world.provider.requests())
-    request(world, "approval/approve", {**_ref(world, approval), "permissionMode": "auto"})
+    granted(world.rpc.approve, session_id(world), approval["approvalId"], "auto")
     world.wait_for(
         "execution/updated",
         lambda p: p["approvalId"] == approval["approvalId"] and p["executionState"] == "completed",
@@ -169,7 +165,7 @@ def restarted_while_pending(world: World) -> None:
 @then(parsers.parse("the first plan is still {status} with its artifact unchanged"))
 @verifies("R1.11")
 def first_plan_kept(world: World, status: str) -> None:
-    approvals = _approvals(world)
+    approvals = [plain(a) for a in _approvals(world)]
     assert len(approvals) == 2, f"expected the first and the revised approval: {approvals}"
     first, submitted = approvals[0], world.plan.submitted[0]
     assert first["title"] == submitted.title, f"the first approval became {first['title']!r}"
@@ -211,7 +207,7 @@ def no_turn_of_its_own(world: World) -> None:
     assert len(requests) == 1, (
         f"the model was asked {len(requests)} times for the user's one prompt after the plan ended"
     )
-    assert [a["status"] for a in _approvals(world) if a["status"] == "pending"] == [], (
+    assert [a.status for a in _approvals(world) if a.status == "pending"] == [], (
         "a new plan appeared without a new submission"
     )
 
@@ -227,9 +223,9 @@ def artifact_kept(world: World) -> None:
         content = path.read_bytes()
         assert content == submitted, f"the artifact now holds {content[:80]!r}"
         assert hashlib.sha256(content).hexdigest() == approval["artifact"]["sha256"]
-    opened = request(world, "artifact/read", _ref(world, approval))
+    opened = granted(world.rpc.read_artifact, session_id(world), approval["approvalId"])
     with blame("R3.2"):
-        assert base64.b64decode(opened["contentBase64"]) == submitted, "opening it differs"
+        assert base64.b64decode(opened.contentBase64) == submitted, "opening it differs"
 
 
 # -- P12: the plan folder is the host's ---------------------------------------------------
@@ -324,7 +320,8 @@ def try_approve(world: World, mode: str) -> None:
     approval = latest_approval(world)
     world.cursors.approve = world.mark()
     world.cursors.provider_approve = len(world.provider.requests())
-    world.attempt("approval/approve", {**_ref(world, approval), "permissionMode": mode})
+    approval_id, chosen = approval["approvalId"], permission_mode(mode)
+    world.attempt_typed(world.rpc.approve, session_id(world), approval_id, chosen)
 
 
 @then(parsers.parse("approving is refused with {code}"))
@@ -363,7 +360,8 @@ def still_pending(world: World) -> None:
 @verifies("P13")
 def open_refused(world: World, code: str) -> None:
     approval = latest_approval(world)
-    outcome = world.attempt("artifact/read", _ref(world, approval))
+    approval_id = approval["approvalId"]
+    outcome = world.attempt_typed(world.rpc.read_artifact, session_id(world), approval_id)
     world.plan.read_outcome = outcome
     if outcome.error is None:
         content = base64.b64decode(outcome.require_result()["contentBase64"])

@@ -1,17 +1,53 @@
-"""Requests the planning steps need the host to grant."""
+"""Requests the steps need the host to grant, and what their typed results look like raw."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Final, ParamSpec, TypeVar, cast, get_args
 
-from conformance.client import RpcError
+from pydantic import BaseModel
+
+from conformance.blame import CheckFailed
+from conformance.client import HarnessError, RpcError
+from conformance.protocol_models import PermissionMode, ProviderConfig
 from conformance.world import World
 
+T = TypeVar("T")
+P = ParamSpec("P")
 
-def request(world: World, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    """Send a request the scenario needs; a refusal is a failed check, blamed like the
-    step that needed it (never an error of the harness)."""
+
+def granted(call: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+    """Make a typed request the scenario needs: ``granted(world.rpc.approve, session, ...)``
+    (or ``granted(lambda: ...)``).
+
+    A refusal is a failed check, blamed like the step that needed it (never an error of
+    the harness), also inside a :func:`~conformance.blame.blame` block: the block blames
+    its own checks, not the requests they need. A result that does not fit its model is
+    the host's failure too.
+    """
     try:
-        return world.rpc.request(method, params)
+        return call(*args, **kwargs)
     except RpcError as refused:
-        raise AssertionError(f"the host refused a request the scenario needed: {refused}") from None
+        message = f"the host refused a request the scenario needed: {refused}"
+        raise CheckFailed(message, ()) from None
+
+
+def plain(model: BaseModel) -> dict[str, Any]:
+    """A typed result as the JSON the host sent: the fields it gave, none defaulted."""
+    return model.model_dump(mode="json", exclude_unset=True)
+
+
+def mock_provider(world: World, model: str = "mock-model") -> ProviderConfig:
+    """The scenario's mock model provider, as a session or task names it."""
+    return ProviderConfig(baseUrl=world.provider.base_url, model=model)
+
+
+PERMISSION_MODES: Final[tuple[str, ...]] = get_args(get_args(PermissionMode.__value__)[0])
+
+
+def permission_mode(name: str) -> PermissionMode:
+    """A permission mode a feature names; one the protocol lacks is the harness's fault
+    (a step that sends an unknown mode on purpose sends it raw)."""
+    if name not in PERMISSION_MODES:
+        raise HarnessError(f"{name!r} is not a permission mode of protocol v9")
+    return cast("PermissionMode", name)

@@ -8,9 +8,11 @@ interrupted, finished work exactly as it was, and nothing may run again.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
 from pytest_bdd import given, parsers, then, when
 
 from conformance.blame import blame, verifies
@@ -27,6 +29,7 @@ from conformance.mock_provider import (
 from conformance.steps.approval import approve, plan_awaiting
 from conformance.steps.model import default_markdown, script_plan
 from conformance.steps.plan import snapshot
+from conformance.steps.requests import granted, mock_provider, plain
 from conformance.steps.sessions import read_session, session_id
 from conformance.world import SecondHost, World, need
 
@@ -42,20 +45,15 @@ def prompt_and_wait(world: World, text: str, alias: str = "main") -> dict[str, A
     scripted (nothing answers a request the scenario did not expect)."""
     world.cursors.turn = world.mark()
     world.cursors.provider_turn = len(world.provider.requests())
-    turn_id = world.rpc.request(
-        "session/prompt", {"sessionId": session_id(world, alias), "text": text}
-    )["turnId"]
+    turn_id = granted(world.rpc.prompt, session_id(world, alias), text).turnId
     ended = world.wait_for("turn/ended", lambda p: p["turnId"] == turn_id, since=world.cursors.turn)
     world.last_turn_end = ended
     return ended
 
 
 def approvals_of(world: World, alias: str = "main") -> list[dict[str, Any]]:
-    """The approvals of a session, as the host lists them now."""
-    listed: list[dict[str, Any]] = world.rpc.request(
-        "approval/list", {"sessionId": session_id(world, alias)}
-    )["approvals"]
-    return listed
+    """The approvals of a session, as the host lists them now (as the JSON it sent)."""
+    return [plain(a) for a in granted(world.rpc.list_approvals, session_id(world, alias)).approvals]
 
 
 def stored_approval(world: World, approval_id: str) -> dict[str, Any]:
@@ -84,7 +82,7 @@ def _execution_turn_ended(world: World) -> dict[str, Any]:
 )
 def approved_still_queued(world: World, mode: str) -> None:
     require_fault_point(world, "holdExecution")
-    world.rpc.request("conformance/fault/arm", {"fault": "holdExecution"})
+    granted(world.rpc.arm_fault, "holdExecution")
     result = approve(world, mode).require_result()
     state = result["approval"]["executionState"]
     assert state == "queued", f"the approved execution is {state}, not waiting in the queue"
@@ -122,8 +120,7 @@ def plan_turn_in_progress(world: World) -> None:
     world.provider.enqueue(StallReply(prefix="Let me think"))
     before = len(world.provider.requests())
     world.cursors.turn = world.mark()
-    turn = world.rpc.request("session/prompt", {"sessionId": session_id(world), "text": "Plan."})
-    world.active_turn = turn["turnId"]
+    world.active_turn = granted(world.rpc.prompt, session_id(world), "Plan.").turnId
     world.provider.wait_for_requests(before + 1, world.timeout)
 
 
@@ -141,12 +138,11 @@ def finished_plan(world: World, title: str, outcome: str) -> None:
     elif outcome == "rejected":
         plan_awaiting(world, title)
         approval = need(world.plan.approval, "pending approval")
-        ref = {"sessionId": session_id(world), "approvalId": approval["approvalId"]}
-        world.rpc.request("approval/reject", ref)
+        granted(world.rpc.reject, session_id(world), approval["approvalId"])
     elif outcome == "left to expire":
         plan_awaiting(world, title)
         mark = world.mark()
-        world.rpc.request("conformance/clock/advance", {"ms": 31 * 60_000})
+        granted(world.rpc.clock_advance, 31 * 60_000)
         world.wait_for("approval/updated", lambda p: p["approval"]["status"] == "expired", mark)
     elif outcome == "interrupted by an earlier restart":
         plan_awaiting(world, title)
@@ -169,14 +165,10 @@ def plan_to_carry_out(world: World, title: str) -> None:
 def other_session_pending(world: World) -> None:
     other = world.workspace.parent / "other-project"
     other.mkdir(exist_ok=True)
-    world.sessions["other"] = world.rpc.request(
-        "session/create",
-        {
-            "workspaceRoot": str(other.resolve()),
-            "mode": "plan",
-            "provider": {"baseUrl": world.provider.base_url, "model": "mock-model"},
-        },
-    )["session"]
+    created = granted(
+        world.rpc.create_session, str(other.resolve()), mode="plan", provider=mock_provider(world)
+    )
+    world.sessions["other"] = plain(created.session)
     script_plan(world, "Other work", default_markdown("Other work"))
     ended = prompt_and_wait(world, "Plan the other work.", "other")
     assert ended["outcome"] == "completed", f"the other session's Plan turn ended {ended}"
@@ -261,17 +253,18 @@ def interruption_code(world: World) -> None:
 def cannot_decide(world: World) -> None:
     approval = _latest_after_restart(world)
     mark = world.mark()
-    ref = {"sessionId": session_id(world), "approvalId": approval["approvalId"]}
-    for method, params in (
-        ("approval/approve", {**ref, "permissionMode": "auto"}),
-        ("approval/reject", ref),
-    ):
-        error = world.attempt(method, params).require_error()
+    session, approval_id = session_id(world), approval["approvalId"]
+    decisions: tuple[tuple[str, Callable[[], BaseModel]], ...] = (
+        ("approval/approve", lambda: world.rpc.approve(session, approval_id, "auto")),
+        ("approval/reject", lambda: world.rpc.reject(session, approval_id)),
+    )
+    for method, decide in decisions:
+        error = world.attempt_typed(decide).require_error()
         assert error.canonical == "APPROVAL_NOT_PENDING", (
             f"{method} of the interrupted approval got {error.canonical}"
         )
-    now = world.rpc.request("approval/get", ref)["approval"]
-    assert now["status"] == "interrupted" and now["executionId"] is None, now
+    now = granted(world.rpc.get_approval, session, approval_id).approval
+    assert now.status == "interrupted" and now.executionId is None, now
     stored = stored_approval(world, approval["approvalId"])
     assert stored["status"] == "interrupted" and stored["execution_id"] is None, stored
     assert not world.notifications("execution/updated", mark), "an execution was started"
@@ -500,12 +493,6 @@ def first_undisturbed(world: World) -> None:
     )
     with blame("P17"):
         assert stored_approval(world, listed[-1]["approvalId"])["status"] == "pending"
-    created = world.rpc.request(
-        "session/create",
-        {
-            "workspaceRoot": str(world.workspace),
-            "provider": {"baseUrl": world.provider.base_url, "model": "mock-model"},
-        },
-    )["session"]
-    stored = world.storage().rows("sessions", "id = ?", (created["sessionId"],))
+    created = granted(world.rpc.create_session, str(world.workspace), provider=mock_provider(world))
+    stored = world.storage().rows("sessions", "id = ?", (created.session.sessionId,))
     assert stored, "the first host could no longer write its database"

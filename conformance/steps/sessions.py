@@ -14,21 +14,37 @@ from pytest_bdd import given, parsers, then, when
 
 from conformance.blame import verifies
 from conformance.capabilities import Unverified
-from conformance.client import RpcError
+from conformance.client import ABSENT, Absent, HarnessError, RpcError
 from conformance.drivers import DUMMY_API_KEY
 from conformance.mock_provider import HttpErrorReply, TextReply
-from conformance.protocol_models import ProviderConfig
+from conformance.protocol_models import Mode, PermissionMode, ProviderConfig
+from conformance.steps.requests import granted, mock_provider, permission_mode, plain
 from conformance.world import Outcome, World, need
 
-MODES = {"Agent": "agent", "Plan": "plan"}
+MODES: Final[dict[str, Mode]] = {"Agent": "agent", "Plan": "plan"}
 SETTINGS: Final = ("mode", "permissionMode", "provider", "shellId")
 STORED_SETTINGS: Final = ("mode", "permission_mode", "provider_base_url", "model", "shell_id")
 
 
-def _create(world: World, alias: str, **params: Any) -> Outcome:
-    params.setdefault("workspaceRoot", str(world.workspace))
-    params.setdefault("provider", {"baseUrl": world.provider.base_url, "model": "mock-model"})
-    outcome = world.attempt("session/create", params)
+def _create(
+    world: World,
+    alias: str,
+    *,
+    workspace_root: str | Absent | None = ABSENT,
+    mode: Mode | None = None,
+    permission_mode: PermissionMode | None = None,
+) -> Outcome:
+    """Create a session (for the project unless ``workspace_root`` is given) on the mock
+    provider and keep it as ``alias``; the outcome says whether the host refused."""
+    root = str(world.workspace) if isinstance(workspace_root, Absent) else workspace_root
+    provider = mock_provider(world)
+    outcome = world.attempt_typed(
+        world.rpc.create_session,
+        root,
+        mode=mode,
+        permission_mode=permission_mode,
+        provider=provider,
+    )
     if outcome.error is None:
         world.sessions[alias] = outcome.require_result()["session"]
     return outcome
@@ -41,10 +57,8 @@ def session_id(world: World, alias: str = "main") -> str:
 
 
 def read_session(world: World, alias: str = "main") -> dict[str, Any]:
-    """The session as the host reports it now."""
-    result = world.rpc.request("session/get", {"sessionId": session_id(world, alias)})
-    session: dict[str, Any] = result["session"]
-    return session
+    """The session as the host reports it now (as the JSON it sent)."""
+    return plain(granted(world.rpc.get_session, session_id(world, alias)).session)
 
 
 def stored_session(world: World, alias: str = "main") -> dict[str, Any]:
@@ -77,11 +91,7 @@ def prompt(world: World, text: str, alias: str = "main") -> str:
     world.cursors.turn = world.mark()
     world.cursors.provider_turn = len(world.provider.requests())
     world.boundary.provider_mark = world.cursors.provider_turn
-    turn_id = str(
-        world.rpc.request("session/prompt", {"sessionId": session_id(world, alias), "text": text})[
-            "turnId"
-        ]
-    )
+    turn_id = granted(world.rpc.prompt, session_id(world, alias), text).turnId
     world.boundary.turn_owner[turn_id] = session_id(world, alias)
     world.boundary.turn_of[alias] = turn_id
     return turn_id
@@ -122,25 +132,26 @@ def create_session_in_mode(world: World, mode: str) -> None:
 def create_earlier_session(world: World, mode: str) -> None:
     earlier = world.workspace.parent / "earlier-project"
     earlier.mkdir(exist_ok=True)
-    _create(world, "earlier", workspaceRoot=str(earlier), mode=MODES[mode]).require_result()
+    _create(world, "earlier", workspace_root=str(earlier), mode=MODES[mode]).require_result()
 
 
 @given("a session without a project in Plan mode")
 def create_unbound_plan_session(world: World) -> None:
-    _create(world, "main", workspaceRoot=None, mode="plan").require_result()
+    _create(world, "main", workspace_root=None, mode="plan").require_result()
 
 
 @given(parsers.parse("a session for the project with permission mode {permission}"))
 def create_session_with_permission(world: World, permission: str) -> None:
-    _create(world, "main", permissionMode=permission).require_result()
+    _create(world, "main", permission_mode=permission_mode(permission)).require_result()
 
 
 @when("the user creates a session without a project")
 def create_session_without_project(world: World) -> None:
-    _create(world, "main", workspaceRoot=None).require_result()
+    _create(world, "main", workspace_root=None).require_result()
 
 
 def _unchecked(world: World, method: str, params: dict[str, Any]) -> Outcome:
+    """Send params that break the schema on purpose (the contract check would stop them)."""
     message = {"jsonrpc": "2.0", "id": world.rpc.next_id(), "method": method, "params": params}
     world.outcome = Outcome.from_response(method, world.rpc.call_message(message, check=False))
     return world.outcome
@@ -153,19 +164,19 @@ def create_session_unknown_mode(world: World, mode: str) -> None:
 
 @when("the user tries to create a session for a relative workspace path")
 def create_relative(world: World) -> None:
-    _create(world, "main", workspaceRoot="relative/project")
+    _create(world, "main", workspace_root="relative/project")
 
 
 @when("the user tries to create a session for a workspace that does not exist")
 def create_missing(world: World) -> None:
-    _create(world, "main", workspaceRoot=str(world.workspace / "missing"))
+    _create(world, "main", workspace_root=str(world.workspace / "missing"))
 
 
 @when("the user tries to create a session for a workspace that is a file")
 def create_file_root(world: World) -> None:
     target = world.workspace / "not-a-folder.txt"
     target.write_text("plain file\n", encoding="utf-8")
-    _create(world, "main", workspaceRoot=str(target))
+    _create(world, "main", workspace_root=str(target))
 
 
 # -- configuring sessions -----------------------------------------------------------------
@@ -173,7 +184,7 @@ def create_file_root(world: World) -> None:
 
 @when(parsers.parse("the user switches the session to {mode} mode"))
 def switch_mode(world: World, mode: str) -> None:
-    world.attempt("session/configure", {"sessionId": session_id(world), "mode": MODES[mode]})
+    world.attempt_typed(world.rpc.configure_session, session_id(world), mode=MODES[mode])
 
 
 @when(parsers.parse('the user tries to switch the session to a mode called "{mode}"'))
@@ -203,29 +214,25 @@ def one_invalid_change(world: World, change: str) -> None:
 
 @when(parsers.parse("the user sets the session's permission mode to {mode}"))
 def set_permission_mode(world: World, mode: str) -> None:
-    world.attempt("session/configure", {"sessionId": session_id(world), "permissionMode": mode})
+    chosen = permission_mode(mode)
+    world.attempt_typed(world.rpc.configure_session, session_id(world), permission_mode=chosen)
 
 
 @when(parsers.parse('the user selects the model "{model}" for the session'))
 def select_model(world: World, model: str) -> None:
-    world.attempt(
-        "session/configure",
-        {
-            "sessionId": session_id(world),
-            "provider": {"baseUrl": world.provider.base_url, "model": model},
-        },
-    )
+    provider = mock_provider(world, model)
+    world.attempt_typed(world.rpc.configure_session, session_id(world), provider=provider)
 
 
 @when(parsers.parse('the user selects a shell called "{shell}" for the session'))
 def select_shell(world: World, shell: str) -> None:
     remember_configuration(world)
-    world.attempt("session/configure", {"sessionId": session_id(world), "shellId": shell})
+    world.attempt_typed(world.rpc.configure_session, session_id(world), shell_id=shell)
 
 
 def other_shell(world: World, current: str | None) -> str:
     """A shell of the host's catalog other than ``current``; unverified when there is none."""
-    shells = [s["shellId"] for s in world.rpc.request("shell/list", {})["shells"]]
+    shells = [s.shellId for s in granted(world.rpc.list_shells).shells]
     others = [s for s in shells if s != current]
     if not others:
         raise Unverified("shell:any", "the host's shell catalog offers no shell to select")
@@ -257,7 +264,24 @@ def new_setting(world: World, setting: str, alias: str = "main") -> dict[str, An
 def change_setting(world: World, setting: str) -> None:
     changes = new_setting(world, setting)
     world.boundary.changed_to = changes
-    world.attempt("session/configure", {"sessionId": session_id(world), **changes})
+    configure(world, changes)
+
+
+def configure(world: World, changes: dict[str, Any], alias: str = "main") -> Outcome:
+    """Configure the session with ``changes`` named as on the wire (as :func:`new_setting`
+    gives them) and record the outcome."""
+    unknown = set(changes) - set(SETTINGS)
+    if unknown:
+        raise HarnessError(f"session/configure has no settings {sorted(unknown)}")
+    provider = changes.get("provider")
+    return world.attempt_typed(
+        world.rpc.configure_session,
+        session_id(world, alias),
+        mode=changes.get("mode"),
+        permission_mode=changes.get("permissionMode"),
+        provider=None if provider is None else ProviderConfig(**provider),
+        shell_id=changes.get("shellId", ABSENT),
+    )
 
 
 _STORED_AS: Final = {"mode": "mode", "permissionMode": "permission_mode", "shellId": "shell_id"}
@@ -295,7 +319,7 @@ def has_new_setting(world: World, setting: str) -> None:
 
 @when("the user asks for a session that does not exist")
 def get_missing_session(world: World) -> None:
-    world.attempt("session/get", {"sessionId": "no-such-session"})
+    world.attempt_typed(world.rpc.get_session, "no-such-session")
 
 
 # -- reading sessions back ----------------------------------------------------------------
@@ -340,8 +364,8 @@ def session_idle(world: World) -> None:
 
 @then("the session list contains the session")
 def listed(world: World) -> None:
-    sessions = world.rpc.request("session/list", {})["sessions"]
-    assert session_id(world) in {s["sessionId"] for s in sessions}, sessions
+    sessions = granted(world.rpc.list_sessions).sessions
+    assert session_id(world) in {s.sessionId for s in sessions}, sessions
 
 
 @then("the session is stored in the database")
@@ -369,7 +393,7 @@ def stored_as_reported(world: World) -> None:
 
 @then("no session was created")
 def none_created(world: World) -> None:
-    sessions = world.rpc.request("session/list", {})["sessions"]
+    sessions = granted(world.rpc.list_sessions).sessions
     assert sessions == [], f"the host created {sessions}"
     rows = world.storage().rows("sessions")
     assert rows == [], f"the host stored sessions: {rows}"
@@ -435,8 +459,8 @@ def shown_first_exchange(world: World) -> None:
 @then("the session is still the only session, with the same identity")
 @verifies("R1.3")
 def same_identity(world: World) -> None:
-    sessions = world.rpc.request("session/list", {})["sessions"]
-    ids = [s["sessionId"] for s in sessions]
+    sessions = granted(world.rpc.list_sessions).sessions
+    ids = [s.sessionId for s in sessions]
     assert ids == [session_id(world)], f"sessions after the switch: {ids}"
     rows = world.storage().rows("sessions")
     assert [r["id"] for r in rows] == [session_id(world)], f"stored sessions: {rows}"
@@ -446,8 +470,8 @@ def same_identity(world: World) -> None:
 @verifies("R1.3")
 def both_exchanges_stored(world: World) -> None:
     question, answer = need(world.boundary.first_exchange, "first exchange")
-    entries = world.rpc.request("session/transcript", {"sessionId": session_id(world)})["entries"]
-    told = " ".join(str(entry.get("content")) for entry in entries)
+    entries = granted(world.rpc.session_transcript, session_id(world)).entries
+    told = " ".join(str(entry.content) for entry in entries)
     for text in (question, answer, "Which one should change first?"):
         assert text in told, f"the session's transcript lost {text!r}: {entries}"
     rows = world.storage().rows("transcript", "session_id = ?", (session_id(world),))
@@ -524,7 +548,7 @@ PROMPT_TEXT = "Please take a look at the project."
 
 @given("a session for the project without a model provider")
 def session_without_provider(world: World) -> None:
-    session = world.rpc.create_session(str(world.workspace)).session
+    session = granted(world.rpc.create_session, str(world.workspace)).session
     assert session.provider is None, f"the session was given the provider {session.provider}"
     world.sessions["main"] = session.model_dump(mode="json")
 
@@ -547,9 +571,9 @@ def try_to_talk(world: World) -> None:
 
 @given("the user configured a model provider for the session")
 def configure_provider(world: World) -> None:
-    provider = ProviderConfig(baseUrl=world.provider.base_url, model="mock-model")
-    world.rpc.configure_session(session_id(world), provider=provider)
-    found = world.rpc.get_session(session_id(world)).session.provider
+    provider = mock_provider(world)
+    granted(world.rpc.configure_session, session_id(world), provider=provider)
+    found = granted(world.rpc.get_session, session_id(world)).session.provider
     assert found == provider, f"the session's provider reads {found} after it was configured"
 
 
@@ -595,6 +619,6 @@ def turn_ended_failed(world: World, code: str) -> None:
 
 @then(parsers.parse('the agent answered "{text}"'))
 def agent_answered(world: World, text: str) -> None:
-    entries = world.rpc.session_transcript(session_id(world)).entries
+    entries = granted(world.rpc.session_transcript, session_id(world)).entries
     answers = [_texts(e.content.get("content")) for e in entries if e.role == "assistant"]
     assert answers and answers[-1] == text, f"the agent's last answer reads {answers[-1:]}"

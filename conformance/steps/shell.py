@@ -25,6 +25,8 @@ from pytest_bdd import given, parsers, then, when
 from conformance.blame import blame, verifies
 from conformance.capabilities import Unverified, shell_of_kind
 from conformance.mock_provider import ScriptedToolCall, StallReply, TextReply, ToolCallsReply
+from conformance.protocol_models import ShellListResult
+from conformance.steps.requests import granted, mock_provider, plain
 from conformance.steps.sessions import session_id
 from conformance.world import World, need
 
@@ -75,9 +77,8 @@ NAMED_COMMANDS = {
 # -- helpers --------------------------------------------------------------------------------
 
 
-def _catalog(world: World) -> dict[str, Any]:
-    catalog: dict[str, Any] = world.rpc.request("shell/list", {})
-    return catalog
+def _catalog(world: World) -> ShellListResult:
+    return granted(world.rpc.list_shells)
 
 
 def _shell(world: World, label: str) -> dict[str, Any]:
@@ -118,11 +119,7 @@ def _start(
         world.provider.enqueue(TextReply("The command is done."))
     world.cursors.turn = world.mark()
     world.cursors.provider_turn = len(world.provider.requests())
-    turn_id = str(
-        world.rpc.request("session/prompt", {"sessionId": session_id(world), "text": "Run it."})[
-            "turnId"
-        ]
-    )
+    turn_id = granted(world.rpc.prompt, session_id(world), "Run it.").turnId
     world.commands.turn_id = turn_id
     return turn_id
 
@@ -205,29 +202,29 @@ def _alive(pid: int) -> bool:
 @verifies("R7.6")
 def catalog_entries(world: World) -> None:
     catalog = _catalog(world)
-    shells = catalog["shells"]
+    shells = catalog.shells
     assert shells, "the catalog is empty"
-    ids = [s["shellId"] for s in shells]
+    ids = [s.shellId for s in shells]
     assert len(ids) == len(set(ids)), f"duplicate ids: {ids}"
     for shell in shells:
-        assert Path(shell["path"]).is_absolute(), f"{shell['shellId']} has the path {shell['path']}"
-        assert os.access(shell["path"], os.X_OK), f"{shell['path']} is not an executable file"
-    assert catalog["defaultShellId"] in ids, f"the default {catalog['defaultShellId']} is unknown"
-    assert _catalog(world)["shells"] == shells, "the catalog changed between two reads"
+        assert Path(shell.path).is_absolute(), f"{shell.shellId} has the path {shell.path}"
+        assert os.access(shell.path, os.X_OK), f"{shell.path} is not an executable file"
+    assert catalog.defaultShellId in ids, f"the default {catalog.defaultShellId} is unknown"
+    assert _catalog(world).shells == shells, "the catalog changed between two reads"
 
 
 @given(parsers.parse("the user made the {label} shell the default shell"))
 def make_default(world: World, label: str) -> None:
     shell = _shell(world, label)
-    world.commands.default_before = _catalog(world)["defaultShellId"]
-    result = world.rpc.request("shell/setDefault", {"shellId": shell["shellId"]})
-    assert result["defaultShellId"] == shell["shellId"], result
+    world.commands.default_before = _catalog(world).defaultShellId
+    result = granted(world.rpc.set_default_shell, shell["shellId"])
+    assert result.defaultShellId == shell["shellId"], result
     world.commands.chosen_default = shell
 
 
 @given("the user chose a new default shell")
 def choose_new_default(world: World) -> None:
-    current = _catalog(world)["defaultShellId"]
+    current = _catalog(world).defaultShellId
     for label in KINDS:
         try:
             shell = _shell(world, label)
@@ -235,7 +232,7 @@ def choose_new_default(world: World) -> None:
             continue
         if shell["shellId"] != current:
             world.commands.default_before = current
-            world.rpc.request("shell/setDefault", {"shellId": shell["shellId"]})
+            granted(world.rpc.set_default_shell, shell["shellId"])
             world.commands.chosen_default = shell
             return
     raise Unverified("shell:posix-sh", "the host has no POSIX or bash shell besides its default")
@@ -243,15 +240,15 @@ def choose_new_default(world: World) -> None:
 
 @when(parsers.parse('the user tries to make "{shell}" the default shell'))
 def make_unknown_default(world: World, shell: str) -> None:
-    world.commands.default_before = _catalog(world)["defaultShellId"]
-    world.attempt("shell/setDefault", {"shellId": shell})
+    world.commands.default_before = _catalog(world).defaultShellId
+    world.attempt_typed(world.rpc.set_default_shell, shell)
 
 
 @then("the chosen default shell is still the default")
 @verifies("R7.6")
 def default_kept(world: World) -> None:
     chosen = need(world.commands.chosen_default, "chosen default shell")
-    found = _catalog(world)["defaultShellId"]
+    found = _catalog(world).defaultShellId
     assert found == chosen["shellId"], f"after the restart the default shell is {found}"
     rows = world.storage().rows("settings", "key = ?", (SETTINGS_KEY,))
     assert rows and rows[0]["value"] == chosen["shellId"], (
@@ -262,7 +259,7 @@ def default_kept(world: World) -> None:
 @then("the default shell is unchanged")
 @verifies("R7.6")
 def default_unchanged(world: World) -> None:
-    found = _catalog(world)["defaultShellId"]
+    found = _catalog(world).defaultShellId
     assert found == world.commands.default_before, f"the default shell became {found}"
 
 
@@ -271,16 +268,15 @@ def default_unchanged(world: World) -> None:
 )
 def session_with_shell(world: World, label: str) -> None:
     shell = _shell(world, label)
-    world.sessions["main"] = world.rpc.request(
-        "session/create",
-        {
-            "workspaceRoot": str(world.workspace),
-            "permissionMode": "auto",
-            "shellId": shell["shellId"],
-            "provider": {"baseUrl": world.provider.base_url, "model": "mock-model"},
-        },
-    )["session"]
-    assert world.sessions["main"]["shellId"] == shell["shellId"], world.sessions["main"]
+    created = granted(
+        world.rpc.create_session,
+        str(world.workspace),
+        permission_mode="auto",
+        shell_id=shell["shellId"],
+        provider=mock_provider(world),
+    ).session
+    assert created.shellId == shell["shellId"], created
+    world.sessions["main"] = plain(created)
 
 
 # -- which shell ran the command ----------------------------------------------------------------
@@ -331,14 +327,13 @@ def ran_in(world: World, label: str) -> None:
 @verifies("R7.6")
 def runs_in_default(world: World) -> None:
     chosen = need(world.commands.chosen_default, "chosen default shell")
-    world.sessions["main"] = world.rpc.request(
-        "session/create",
-        {
-            "workspaceRoot": str(world.workspace),
-            "permissionMode": "auto",
-            "provider": {"baseUrl": world.provider.base_url, "model": "mock-model"},
-        },
-    )["session"]
+    created = granted(
+        world.rpc.create_session,
+        str(world.workspace),
+        permission_mode="auto",
+        provider=mock_provider(world),
+    )
+    world.sessions["main"] = plain(created.session)
     reveal_shell(world)
     started = _started(world)
     assert started["shellId"] == chosen["shellId"], (
@@ -564,7 +559,7 @@ def _leave_behind(world: World, does: str) -> None:
 
 @when(parsers.parse("{seconds:d} seconds pass on the host clock"))
 def seconds_pass(world: World, seconds: int) -> None:
-    world.rpc.request("conformance/clock/advance", {"ms": seconds * 1000})
+    granted(world.rpc.clock_advance, seconds * 1000)
 
 
 @when(
@@ -609,8 +604,7 @@ def still_running(world: World) -> None:
 @when("the user cancels the turn that runs the command")
 def cancel_command_turn(world: World) -> None:
     _wait_output(world, "LEFT ")
-    world.attempt("session/cancel", {"sessionId": session_id(world)})
-    world.outcome.require_result()
+    world.attempt_typed(world.rpc.cancel, session_id(world)).require_result()
 
 
 @then("no process the command started is alive when its turn ends")
@@ -683,14 +677,14 @@ def audited(world: World) -> None:
     rows = world.storage().rows("command_audit", "id = ?", (exited["commandId"],))
     assert len(rows) == 1, f"command_audit holds {len(rows)} rows for {exited['commandId']}"
     row = rows[0]
-    catalog = {s["shellId"]: s for s in _catalog(world)["shells"]}
+    catalog = {s.shellId: s for s in _catalog(world).shells}
     shell = catalog.get(started["shellId"])
     assert shell is not None, f"the command ran in {started['shellId']}, not in the catalog"
     expected = {
         "session_id": session_id(world),
         "turn_id": _turn_id(world),
         "shell_id": started["shellId"],
-        "shell_path": shell["path"],
+        "shell_path": shell.path,
         "command": started["command"],
         "cwd": str(world.workspace),
         "exit_code": exited["exitCode"],
@@ -717,27 +711,21 @@ def turn_running(world: World) -> None:
     world.provider.enqueue(StallReply())
     before = len(world.provider.requests())
     world.cursors.turn = world.mark()
-    world.commands.turn_id = str(
-        world.rpc.request("session/prompt", {"sessionId": session_id(world), "text": "Think."})[
-            "turnId"
-        ]
-    )
+    world.commands.turn_id = granted(world.rpc.prompt, session_id(world), "Think.").turnId
     world.provider.wait_for_requests(before + 1, world.timeout)
 
 
 @when(parsers.parse("the user tries to choose the {label} shell for the session"))
 def try_choose_shell(world: World, label: str) -> None:
     shell = _shell(world, label)
-    world.attempt(
-        "session/configure", {"sessionId": session_id(world), "shellId": shell["shellId"]}
-    )
+    world.attempt_typed(world.rpc.configure_session, session_id(world), shell_id=shell["shellId"])
 
 
 @then(parsers.parse("the session still uses the {label} shell"))
 @verifies("R5.4")
 def still_uses(world: World, label: str) -> None:
     shell = _shell(world, label)
-    found = world.rpc.request("session/get", {"sessionId": session_id(world)})["session"]
-    assert found["shellId"] == shell["shellId"], f"the session now uses {found['shellId']}"
+    found = granted(world.rpc.get_session, session_id(world)).session
+    assert found.shellId == shell["shellId"], f"the session now uses {found.shellId}"
     row = world.storage().rows("sessions", "id = ?", (session_id(world),))[0]
     assert row["shell_id"] == shell["shellId"], f"storage shows the session with {row['shell_id']}"

@@ -13,8 +13,10 @@ from pytest_bdd import given, then, when
 from conformance.blame import verifies
 from conformance.client import Predicate
 from conformance.mock_provider import ScriptedToolCall, TextReply, ToolCallsReply
+from conformance.protocol_models import Mode
 from conformance.steps.approval import approve
 from conformance.steps.model import default_markdown, script_plan
+from conformance.steps.requests import granted, mock_provider, plain
 from conformance.steps.restart import approvals_of, prompt_and_wait, stored_approval
 from conformance.steps.sessions import session_id
 from conformance.storage_contract import (
@@ -99,52 +101,50 @@ def finished_work(world: World) -> None:
     """A conversation with a command, a rejected, an expired and a carried-out plan, a
     chosen default shell, and scheduled tasks with a completed and a refused run."""
     rpc = world.rpc
-    provider = {"baseUrl": world.provider.base_url, "model": "mock-model"}
-    world.sessions["main"] = rpc.request(
-        "session/create",
-        {"workspaceRoot": str(world.workspace), "permissionMode": "auto", "provider": provider},
-    )["session"]
+    provider = mock_provider(world)
+    created = granted(
+        rpc.create_session, str(world.workspace), permission_mode="auto", provider=provider
+    )
+    world.sessions["main"] = plain(created.session)
     _script_command_turn(world)
     assert prompt_and_wait(world, "Run a command.")["outcome"] == "completed"
-    rpc.request("session/configure", {"sessionId": session_id(world), "mode": "plan"})
+    granted(rpc.configure_session, session_id(world), mode="plan")
     for title in ("Rejected", "Expired", "Carried out"):
         script_plan(world, title, default_markdown(title))
         assert prompt_and_wait(world, f"Plan {title}.")["outcome"] == "completed"
         approval = approvals_of(world)[-1]
-        ref = {"sessionId": session_id(world), "approvalId": approval["approvalId"]}
         if title == "Rejected":
-            rpc.request("approval/reject", ref)
+            granted(rpc.reject, session_id(world), approval["approvalId"])
         elif title == "Expired":
             mark = world.mark()
-            rpc.request("conformance/clock/advance", {"ms": 31 * 60_000})
+            granted(rpc.clock_advance, 31 * 60_000)
             world.wait_for("approval/updated", lambda p: p["approval"]["status"] == "expired", mark)
         else:
             world.provider.enqueue(TextReply("Carried out."))
             world.plan.approval = approval
             approve(world, "auto").require_result()
             execution_finished(world)
-    shells = rpc.request("shell/list", {})
-    default = shells["defaultShellId"] or shells["shells"][0]["shellId"]
-    rpc.request("shell/setDefault", {"shellId": default})
-    now = rpc.request("conformance/clock/get", {})["now"]
-    for mode in ("agent", "plan"):
-        task = rpc.request(
-            "task/create",
-            {
-                "name": f"{mode} task",
-                "prompt": "Tidy up.",
-                "mode": mode,
-                "workspaceRoot": str(world.workspace),
-                "provider": provider,
-                "permissionMode": "auto",
-                "runAt": now + DAY_MS,
-            },
-        )["task"]
+    shells = granted(rpc.list_shells)
+    default = shells.defaultShellId or shells.shells[0].shellId
+    granted(rpc.set_default_shell, default)
+    now = granted(rpc.clock_get).now
+    modes: tuple[Mode, ...] = ("agent", "plan")
+    for mode in modes:
+        task = granted(
+            rpc.create_task,
+            f"{mode} task",
+            "Tidy up.",
+            mode,
+            str(world.workspace),
+            provider,
+            permission_mode="auto",
+            run_at=now + DAY_MS,
+        ).task
         if mode == "agent":
             world.provider.enqueue(TextReply("Tidied."))
         mark = world.mark()
-        world.attempt("task/run", {"taskId": task["taskId"]})
-        world.wait_for("task/runFinished", _run_of(task["taskId"]), mark)
+        world.attempt_typed(rpc.run_task, task.taskId)  # the plan task's run is refused
+        world.wait_for("task/runFinished", _run_of(task.taskId), mark)
 
 
 def _run_of(task_id: str) -> Predicate:
@@ -153,7 +153,11 @@ def _run_of(task_id: str) -> Predicate:
 
 
 def _reads(world: World) -> dict[str, Any]:
-    """The answers to every read the protocol offers, in a fixed order."""
+    """The answers to every read the protocol offers, in a fixed order.
+
+    The answers stay as the host sent them: they are compared whole, field by field,
+    before and after a restart (an unpublished field is what such a check looks for).
+    """
     rpc = world.rpc
     sessions = rpc.request("session/list", {})["sessions"]
     answers: dict[str, Any] = {

@@ -18,6 +18,7 @@ from conformance.client import RpcError
 from conformance.messages import message_text
 from conformance.mock_provider import ScriptedToolCall, StallReply, TextReply, ToolCallsReply
 from conformance.steps.model import default_markdown, submit_plan_call
+from conformance.steps.requests import granted, mock_provider, permission_mode, plain
 from conformance.steps.sessions import MODES
 from conformance.world import Outcome, World, need
 
@@ -37,11 +38,10 @@ def _task_id(world: World) -> str:
 
 
 def _task_now(world: World) -> dict[str, Any]:
-    tasks = world.rpc.request("task/list", {})["tasks"]
-    found = [t for t in tasks if t["taskId"] == _task_id(world)]
+    tasks = granted(world.rpc.list_tasks).tasks
+    found = [t for t in tasks if t.taskId == _task_id(world)]
     assert found, f"task/list no longer lists the task {_task_id(world)}"
-    task: dict[str, Any] = found[0]
-    return task
+    return plain(found[0])
 
 
 # -- arranging ------------------------------------------------------------------------------
@@ -54,19 +54,17 @@ def _task_now(world: World) -> dict[str, Any]:
     )
 )
 def scheduled_task(world: World, mode: str, permission: str = "auto") -> None:
-    result = world.rpc.request(
-        "task/create",
-        {
-            "name": "Changelog",
-            "prompt": TASK_PROMPT,
-            "mode": MODES[mode],
-            "workspaceRoot": str(world.workspace),
-            "provider": {"baseUrl": world.provider.base_url, "model": "mock-model"},
-            "permissionMode": permission,
-            "runAt": None,
-        },
+    result = granted(
+        world.rpc.create_task,
+        "Changelog",
+        TASK_PROMPT,
+        MODES[mode],
+        str(world.workspace),
+        mock_provider(world),
+        permission_mode=permission_mode(permission),
+        run_at=None,
     )
-    world.tasks.task = result["task"]
+    world.tasks.task = plain(result.task)
 
 
 @given("the model would submit a plan if it were asked")
@@ -91,10 +89,9 @@ def model_calls_during_task(world: World, tool: str) -> None:
 
 @given("the user changed the task to Agent mode")
 def task_to_agent(world: World) -> None:
-    world.tasks.task = world.rpc.request(
-        "task/update", {"taskId": _task_id(world), "mode": "agent"}
-    )["task"]
-    assert world.tasks.task["mode"] == "agent", world.tasks.task
+    task = granted(world.rpc.update_task, _task_id(world), mode="agent").task
+    assert task.mode == "agent", task
+    world.tasks.task = plain(task)
 
 
 NEW_TASK_MODEL = "another-model"
@@ -140,14 +137,14 @@ def run_task(world: World, how: str) -> None:
     _before_run(world)
     task_id = _task_id(world)
     if how == "is run now":
-        outcome = world.attempt("task/run", {"taskId": task_id})
+        outcome = world.attempt_typed(world.rpc.run_task, task_id)
         run_id = outcome.result["run"]["runId"] if outcome.result else None
     else:
         world.outcome = Outcome()  # no response carries this run
-        now = world.rpc.request("conformance/clock/get", {})["now"]
-        world.rpc.request("task/update", {"taskId": task_id, "runAt": now + DUE_IN_MS})
+        now = granted(world.rpc.clock_get).now
+        granted(world.rpc.update_task, task_id, run_at=now + DUE_IN_MS)
         _before_run(world)
-        world.rpc.request("conformance/clock/advance", {"ms": DUE_IN_MS})
+        granted(world.rpc.clock_advance, DUE_IN_MS)
         run_id = None
     # The settle point: the run's end, announced before or after the response.
     world.tasks.run = _finished(
@@ -310,10 +307,10 @@ def went_on(world: World) -> None:
 
 @given(parsers.parse("the task is due in {minutes:d} minutes"))
 def task_due_later(world: World, minutes: int) -> None:
-    now = world.rpc.clock_get().now
-    task = world.rpc.update_task(_task_id(world), run_at=now + minutes * 60_000).task
-    assert task.runAt == now + minutes * 60_000, f"the task is due at {task.runAt}"
-    world.tasks.task = task.model_dump(mode="json")
+    now = granted(world.rpc.clock_get).now
+    task = granted(world.rpc.update_task, _task_id(world), run_at=now + minutes * 60_000)
+    assert task.task.runAt == now + minutes * 60_000, f"the task is due at {task.task.runAt}"
+    world.tasks.task = plain(task.task)
 
 
 @given(parsers.parse('the model would answer "{text}" if it were asked'))
@@ -324,7 +321,7 @@ def model_would_answer(world: World, text: str) -> None:
 @given("the user deleted the task")
 @when("the user deletes the task")
 def delete_task(world: World) -> None:
-    world.rpc.delete_task(_task_id(world))
+    granted(world.rpc.delete_task, _task_id(world))
 
 
 @when(parsers.parse("the time the task was due comes"))
@@ -332,8 +329,8 @@ def due_time_comes(world: World) -> None:
     _before_run(world)
     runs_at = need(world.tasks.task, "scheduled task")["runAt"]
     assert runs_at is not None, "the scenario's task was never due"
-    now = world.rpc.clock_get().now
-    world.rpc.clock_advance(max(0, runs_at - now) + 1)
+    now = granted(world.rpc.clock_get).now
+    granted(world.rpc.clock_advance, max(0, runs_at - now) + 1)
 
 
 @when(parsers.re(r"the user tries to (?P<action>run|change|delete) the deleted task"))
@@ -356,7 +353,7 @@ def act_on_deleted(world: World, action: str) -> None:
 @then("the task is no longer listed")
 @verifies("P26")
 def task_not_listed(world: World) -> None:
-    listed = [task.taskId for task in world.rpc.list_tasks().tasks]
+    listed = [task.taskId for task in granted(world.rpc.list_tasks).tasks]
     assert _task_id(world) not in listed, f"task/list still lists the deleted task: {listed}"
 
 
@@ -381,7 +378,7 @@ def _did_not_run(world: World, which: str) -> None:
         assert not sent, f"the host sent {method} for {which}: {sent}"
     calls = len(world.provider.requests()) - world.cursors.provider_turn
     assert calls == 0, f"the host called the model {calls} time(s) for {which}"
-    sessions = world.rpc.list_sessions().sessions
+    sessions = granted(world.rpc.list_sessions).sessions
     assert not sessions, f"the host started sessions for {which}: {sessions}"
     runs = world.storage().rows("scheduled_task_runs")
     assert not runs, f"scheduled_task_runs records runs of {which}: {runs}"

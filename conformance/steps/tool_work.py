@@ -24,7 +24,7 @@ from conformance.messages import (
 )
 from conformance.mock_provider import RecordedRequest, TextReply
 from conformance.steps.plan import check_one_result, check_refusal
-from conformance.steps.requests import request
+from conformance.steps.requests import granted
 from conformance.steps.sessions import session_id
 from conformance.world import World, need
 
@@ -247,17 +247,13 @@ def search_while_other_session_works(world: World) -> None:
     world.provider.enqueue(TextReply("The other session's answer."))
     world.cursors.turn = world.mark()
     world.cursors.provider_turn = len(world.provider.requests())
-    turn_id = request(
-        world, "session/prompt", {"sessionId": session_id(world), "text": "Search the project."}
-    )["turnId"]
+    turn_id = granted(world.rpc.prompt, session_id(world), "Search the project.").turnId
     world.active_turn = turn_id
     world.wait_for("turn/toolCall", lambda p: p["toolCallId"] == seen.call_id, world.cursors.turn)
     other = session_id(world, "other")
     mark = world.mark()
     try:
-        other_turn = request(
-            world, "session/prompt", {"sessionId": other, "text": "Meanwhile, a quick question."}
-        )["turnId"]
+        other_turn = granted(world.rpc.prompt, other, "Meanwhile, a quick question.").turnId
         world.wait_for("turn/ended", lambda p: p["turnId"] == other_turn, since=mark)
     except (TimeoutError, AssertionError) as stalled:
         seen.other_error = str(stalled)
