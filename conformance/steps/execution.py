@@ -8,7 +8,6 @@ form the host chose.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from pytest_bdd import given, parsers, then, when
@@ -406,27 +405,24 @@ def asked_again(world: World, path: str) -> None:
         if c.tool == "Write" and isinstance(c.arguments, dict) and c.arguments.get("path") == path
     ]
     call_id = need(calls[-1] if calls else None, f"scripted Write on {path}").call_id
-    deadline = time.monotonic() + world.timeout
-    while True:
-        asked = [
-            n["params"]
-            for n in world.notifications("permission/requested", since)
-            if n["params"]["requestId"] != first["requestId"] and n["params"]["tool"] == "Write"
-        ]
-        if asked:
-            break
-        ran = [
-            n["params"]
-            for n in world.notifications("turn/toolResult", since)
-            if n["params"]["toolCallId"] == call_id
-        ]
-        assert not ran, (
-            f"the Write on {path} ran without asking, after an earlier call of the turn was "
-            f"answered: {ran[0]['status']}"
+
+    def asking_or_ran(params: dict[str, Any]) -> bool:
+        asking = params.get("tool") == "Write" and params.get("requestId") not in (
+            None,
+            first["requestId"],
         )
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no permission question for the Write on {path}")
-        time.sleep(0.02)
+        return asking or params.get("toolCallId") == call_id
+
+    # Whichever comes first: the question before the Write, or the Write's result.
+    live = max(0, since - len(world.retired_notifications))
+    _, message = world.rpc.wait_for_any(
+        ("permission/requested", "turn/toolResult"), asking_or_ran, since=live
+    )
+    assert message["method"] == "permission/requested", (
+        f"the Write on {path} ran without asking, after an earlier call of the turn was "
+        f"answered: {message['params']['status']}"
+    )
+    asked = [message["params"]]
     request = asked[0]
     assert request["sessionId"] == session_id(world), request
     world.plan.permission_request = request
