@@ -11,6 +11,7 @@ from __future__ import annotations
 import traceback
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from conformance.aftercheck import SCHEMA_REQUIREMENT, Problem
@@ -147,6 +148,18 @@ def classify(
     described = "".join(traceback.format_exception_only(type(error), error)).strip()
     frames = traceback.extract_tb(error.__traceback__)[-3:]
     where = "; ".join(f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno} in {f.name}" for f in frames)
+    missing = _host_made_file(error, world)
+    if missing is not None:
+        # The harness reads files the host should have made or kept (an artifact, a file a
+        # command or a tool wrote); one that is not there is the host's failure.
+        blamed = blamed_requirements(None, step_function, tags)
+        return Verdict(
+            "failed",
+            "check",
+            f"{missing} could not be read: {getattr(error, 'strerror', None) or error}",
+            f"{described} ({where})",
+            tuple(blamed),
+        )
     if violations:
         # The steps rely on schema-valid answers; when the host sent one that is not, what
         # broke in the harness afterwards is a consequence, and the host is to blame.
@@ -159,6 +172,23 @@ def classify(
             tuple(blamed),
         )
     return Verdict("harness-error", "harness", f"the harness failed: {described}", where)
+
+
+def _host_made_file(error: BaseException, world: World | None) -> str | None:
+    """The project or data-directory path (as the report shows it) that ``error`` failed
+    to read, when it is a file the host is responsible for; None otherwise."""
+    if world is None or not isinstance(error, FileNotFoundError | NotADirectoryError):
+        return None
+    if not isinstance(error.filename, str):
+        return None
+    path = Path(error.filename)
+    for root, label in (
+        (world.workspace, "the project's"),
+        (world.data_dir, "the data directory's"),
+    ):
+        if path.is_relative_to(root):
+            return f"{label} {path.relative_to(root).as_posix() or '.'}"
+    return None
 
 
 def _wire_line(entry: WireRecord, offset: float) -> WireLine:

@@ -277,3 +277,22 @@ def test_a_harness_fault_with_a_clean_host_stays_a_harness_error(make_world) -> 
     world.connect()
     verdict = classify(KeyError("taskId"), step_checking_recovery, TAGS, world, problems(world))
     assert (verdict.status, verdict.kind, verdict.blamed) == ("harness-error", "harness", ())
+
+
+def test_a_file_the_host_should_have_made_that_is_missing_is_a_failed_check(make_world) -> None:
+    world = make_world()
+    world.connect()
+    missing = world.workspace / "log.txt"
+    error = FileNotFoundError(2, "No such file or directory", str(missing))
+    verdict = classify(error, step_checking_recovery, TAGS, world, problems(world))
+    assert (verdict.status, verdict.kind) == ("failed", "check")
+    assert verdict.message == "the project's log.txt could not be read: No such file or directory"
+    assert verdict.blamed == ("R4.11",)
+
+
+def test_a_missing_file_outside_the_project_stays_a_harness_error(make_world) -> None:
+    world = make_world()
+    world.connect()
+    error = FileNotFoundError(2, "No such file or directory", "/nonexistent/harness/file")
+    verdict = classify(error, step_checking_recovery, TAGS, world, problems(world))
+    assert (verdict.status, verdict.kind) == ("harness-error", "harness")

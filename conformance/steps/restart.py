@@ -386,7 +386,9 @@ def nothing_replayed(world: World) -> None:
 @then("the project's log holds the one line the command wrote")
 @verifies("C3")
 def log_once(world: World) -> None:
-    lines = (world.workspace / "log.txt").read_text(encoding="utf-8").splitlines()
+    log = world.workspace / "log.txt"
+    assert log.is_file(), "the project has no log.txt: the command did not run in the project"
+    lines = log.read_text(encoding="utf-8").splitlines()
     assert lines == ["once"], f"log.txt holds {lines}: the command ran again"
     now = snapshot(world.workspace)
     before = world.restart_seen.workspace_before
