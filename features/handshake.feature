@@ -89,3 +89,11 @@ Feature: Protocol handshake and storage version
       Then the host reports storage schema version 10
       And the database file records schema version 10
       And the database file is in write-ahead-log mode
+
+    @R7.4
+    Scenario: A data directory whose name means something in a URI is used as named
+      Given an empty data directory named "store 100%41 ?x#1"
+      When the host starts on that data directory
+      Then the host serves from that data directory
+      And the database is in the data directory and nowhere else
+      And the database file records schema version 10

@@ -212,6 +212,29 @@ def database_version(world: World, version: int) -> None:
     assert found == version, f"PRAGMA user_version is {found}"
 
 
+@given(parsers.parse('an empty data directory named "{name}"'))
+def data_dir_named(world: World, name: str) -> None:
+    world.data_dir = world.data_dir.parent / name
+    world.data_dir.mkdir(parents=True)
+
+
+@then("the host serves from that data directory")
+@verifies("R7.4")
+def serves_from_data_dir(world: World) -> None:
+    refusal = world.seeded.refusal
+    assert refusal is None, f"the host refused to start on the data directory: {refusal}"
+
+
+@then("the database is in the data directory and nowhere else")
+@verifies("R7.4")
+def database_where_named(world: World) -> None:
+    db = world.data_dir / "host.db"
+    assert db.is_file(), f"the data directory {world.data_dir.name!r} holds no host.db"
+    root = world.data_dir.parent
+    elsewhere = [p.relative_to(root).as_posix() for p in root.rglob("host.db") if p != db]
+    assert not elsewhere, f"the host made a database elsewhere: {elsewhere}"
+
+
 @then("the database file is in write-ahead-log mode")
 def database_wal(world: World) -> None:
     mode = world.storage().journal_mode()

@@ -550,6 +550,17 @@ def _adopts_a_database_without_version() -> None:
     patch(Storage, "_prepare_schema", prepare)
 
 
+@variant("data-dir-path-unescaped-in-uri")
+def _data_dir_path_unescaped_in_uri() -> None:
+    # The database is opened by a URI built from the raw path: "%41" in a folder's name
+    # reads as "A", so the database lands in (or fails to open in) another folder.
+    def file_uri(path: Path) -> str:
+        quoted = str(path).replace("?", "%3f").replace("#", "%23")
+        return f"file:{quoted}?nofollow=1"
+
+    patch(storage_module, "_file_uri", file_uri)
+
+
 @variant("opens-newer-schema")
 def _opens_newer_schema() -> None:
     # A database of a newer version is opened as if it were v10.
@@ -1634,6 +1645,13 @@ CASES = [
         "left_by_another_program",
         "R7.4",
         "the host served requests",
+    ),
+    BrokenCase(
+        "data-dir-path-unescaped-in-uri",
+        "handshake",
+        "means_something",
+        "R7.4",
+        "the host refused to start on the data directory",
     ),
     BrokenCase(
         "opens-newer-schema",
