@@ -111,6 +111,17 @@ Feature: A restart interrupts, and never replays
       Then the interrupted approval can be neither approved nor rejected
 
     @R4.12 @C3
+    Scenario: A message whose calls a restart cut short leaves a conversation the model accepts
+      Given the project has a file "notes.txt" containing "original"
+      And a plan titled "Read, then run" is awaiting approval
+      And the model will read "notes.txt" and, in the same message, run a command during the execution that appends to a log and keeps running
+      And the user approved the plan with permission mode auto
+      And the command has written to the log
+      When the host restarts
+      Then nothing from before the restart is replayed
+      And the project's log holds the one line the command wrote
+
+    @R4.12 @C3
     Scenario Outline: A command that was running is not run again when the host <stops>
       Given a plan titled "Append once" is awaiting approval
       And the model will run a command during the execution that appends to a log and keeps running

@@ -110,6 +110,20 @@ def execution_runs_command(world: World) -> None:
     world.provider.enqueue(ToolCallsReply((ScriptedToolCall("Bash", {"command": LOG_COMMAND}),)))
 
 
+@given(
+    parsers.parse(
+        'the model will read "{path}" and, in the same message, run a command during the '
+        "execution that appends to a log and keeps running"
+    )
+)
+def execution_reads_and_runs_command(world: World, path: str) -> None:
+    calls = (
+        ScriptedToolCall("Read", {"path": path}),
+        ScriptedToolCall("Bash", {"command": LOG_COMMAND}),
+    )
+    world.provider.enqueue(ToolCallsReply(calls))
+
+
 @given("the command has written to the log")
 def command_wrote(world: World) -> None:
     world.wait_for("command/output", lambda p: "started" in p["text"], since=world.cursors.approve)
