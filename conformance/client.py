@@ -445,7 +445,8 @@ class HostClient:
             return result_type.model_validate(result)
         except ValidationError as exc:
             raise InvalidResultError(
-                f"the host's {method} result is not a {result_type.__name__}: {exc}"
+                f"the host's {method} result does not fit the published "
+                f"{result_type.__name__}: {exc}"
             ) from exc
 
     @_harness_built

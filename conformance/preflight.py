@@ -97,10 +97,13 @@ def _check_initialize(response: dict[str, Any]) -> str | None:
     return None
 
 
-def run_preflight(driver: HostDriver, timeout: float) -> PreflightResult:
-    """Start the host once on an empty data dir, say hello, and stop it."""
+def run_preflight(
+    driver: HostDriver, timeout: float, parent: Path | None = None
+) -> PreflightResult:
+    """Start the host once on an empty data dir (a temporary folder in ``parent``), say
+    hello, and stop it."""
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="pi-preflight-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="pi-preflight-", dir=parent) as scratch:
         data_dir = Path(scratch) / "data"
         data_dir.mkdir()
         try:

@@ -312,7 +312,9 @@ def _run(args: argparse.Namespace, plan: Plan, scratch: Path) -> int:
     try:
         if not args.no_preflight:
             print(f"preflight: starting {plan.host_label}", flush=True)
-            result = run_preflight(plan.driver, args.timeout)
+            # In the run's own scratch folder: a second signal removes that folder whole
+            # before it ends the command at once, wherever the preflight had got to.
+            result = run_preflight(plan.driver, args.timeout, scratch)
             run_info = run_info.model_copy(update={"host_identity": result.identity})
             if not result.preflight.ok:
                 return _preflight_failed(result.preflight, plan, run_info)

@@ -1679,7 +1679,7 @@ CASES = [
         "migration",
         "was_approved_is_listed",
         "P16",
-        "the legacy approval is listed with turn ''",
+        "approvals.0.turnId",
     ),
     BrokenCase(
         "follows-database-link",
@@ -1820,7 +1820,7 @@ CASES = [
         "scheduled_plan",
         "deleted_task_is_no_longer_listed or changed_to_agent",
         "P5",
-        "the host broke the published schema",
+        "task.taskId\n  Field required",
     ),
     # -- deleting a task (P26) ----------------------------------------------------------------
     BrokenCase(

@@ -1316,14 +1316,14 @@ CASES = [
         AI,
         "new_markdown_file_in_the_plan_folder",
         "R2.2",
-        "is not .pi/plan/<name>.md",
+        "artifact.path\n  String should match pattern",
     ),
     BrokenCase(
         "artifact-named-txt",
         AI,
         "new_markdown_file_in_the_plan_folder",
         "R2.2",
-        "is not .pi/plan/<name>.md",
+        "artifact.path\n  String should match pattern",
     ),
     BrokenCase(
         "artifact-named-after-the-title",

@@ -1085,7 +1085,7 @@ CASES = [
     BrokenCase("api-key-header", "sessions", "receives_the_key", "P21", "as a bearer token"),
     BrokenCase("key-in-settings", "sessions", "receives_the_key", "P21", "stored the provider key"),
     BrokenCase(
-        "key-in-session", "sessions", "receives_the_key", "P21", "provider key in a protocol"
+        "key-in-session", "sessions", "receives_the_key", "P21", "provider.apiKey\n  Extra inputs"
     ),
     # turn boundaries
     BrokenCase(
