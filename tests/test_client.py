@@ -199,7 +199,7 @@ def test_invalid_params_are_the_harnesss_fault(client: HostClient) -> None:
 
 def test_a_result_that_breaks_its_model_is_reported(client: HostClient) -> None:
     client.initialize()
-    with pytest.raises(InvalidResultError, match="not a ClockResult"):
+    with pytest.raises(InvalidResultError, match="does not fit the published ClockResult"):
         client.call_typed("session/list", protocol_models.Empty(), protocol_models.ClockResult)
 
 
