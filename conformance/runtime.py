@@ -126,14 +126,14 @@ def pytest_collection_modifyitems(
         area = str(item.get_closest_marker("area").args[0])  # type: ignore[union-attr]
         expressible = options.crash_capable or item.get_closest_marker("subprocess_only") is None
         if options.chosen is not None:
-            selected = _item_id(item) in options.chosen
+            selected = scenario_id_of(item) in options.chosen
         else:
             selected = options.areas is None or area in options.areas
         if selected and expressible:
             keep.append(item)
     if options.shard is not None and options.chosen is None:
-        wanted = shard_of([_item_id(i) for i in keep], *options.shard)
-        keep = [i for i in keep if _item_id(i) in wanted]
+        wanted = shard_of([scenario_id_of(i) for i in keep], *options.shard)
+        keep = [i for i in keep if scenario_id_of(i) in wanted]
     kept = set(map(id, keep))
     dropped = [i for i in scenarios if id(i) not in kept]
     if dropped:
@@ -149,7 +149,7 @@ def _template(item: pytest.Item) -> ScenarioTemplate | None:
     return scenario_wrapper_template_registry.get(function)
 
 
-def _item_id(item: pytest.Item) -> str:
+def scenario_id_of(item: pytest.Item) -> str:
     """The stable id of a collected scenario, from its feature and rendered title."""
     template = _template(item)
     if template is None:

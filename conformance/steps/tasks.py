@@ -99,11 +99,10 @@ NEW_TASK_MODEL = "another-model"
 
 @given("the user changed the task to Agent mode and to another model")
 def task_to_agent_and_model(world: World) -> None:
-    provider = {"baseUrl": world.provider.base_url, "model": NEW_TASK_MODEL}
-    world.tasks.task = world.rpc.request(
-        "task/update", {"taskId": _task_id(world), "mode": "agent", "provider": provider}
-    )["task"]
-    assert world.tasks.task["provider"] == provider, world.tasks.task
+    provider = mock_provider(world, NEW_TASK_MODEL)
+    task = granted(world.rpc.update_task, _task_id(world), mode="agent", provider=provider).task
+    world.tasks.task = plain(task)
+    assert world.tasks.task["provider"] == plain(provider), world.tasks.task
 
 
 @then("the run asked the provider for the model the task was changed to")
@@ -467,45 +466,61 @@ _STORED = {  # ScheduledTask field -> scheduled_tasks column
 @when("the user creates a task with every field given")
 def create_full_task(world: World) -> None:
     now = world.rpc.clock_get().now
-    fields: dict[str, Any] = {
+    provider = mock_provider(world, "report-model")
+    result = granted(
+        world.rpc.create_task,
+        "Weekly report",
+        "Summarise what changed this week.",
+        "agent",
+        str(world.workspace),
+        provider,
+        permission_mode="accept-edits",
+        run_at=now + 2 * 3_600_000,
+        enabled=True,
+    )
+    world.tasks.expected = {
         "name": "Weekly report",
         "prompt": "Summarise what changed this week.",
         "mode": "agent",
         "workspaceRoot": str(world.workspace),
-        "provider": {"baseUrl": world.provider.base_url, "model": "report-model"},
+        "provider": plain(provider),
         "permissionMode": "accept-edits",
         "runAt": now + 2 * 3_600_000,
         "enabled": True,
     }
-    world.tasks.expected = fields
-    world.tasks.task = world.rpc.request("task/create", fields)["task"]
+    world.tasks.task = plain(result.task)
 
 
 @when("the user changes every field of the task")
 def change_full_task(world: World) -> None:
     now = world.rpc.clock_get().now
-    changes: dict[str, Any] = {
+    provider = mock_provider(world, "other-model")
+    before = need(world.tasks.task, "scheduled task")
+    result = granted(
+        world.rpc.update_task,
+        _task_id(world),
+        name="Renamed changelog",
+        prompt="Tidy up the changelog and the release notes.",
+        provider=provider,
+        permission_mode="ask",
+        run_at=now + 3 * 3_600_000,
+        enabled=False,
+    )
+    world.tasks.expected = {
+        **{key: before[key] for key in ("mode", "workspaceRoot")},
         "name": "Renamed changelog",
         "prompt": "Tidy up the changelog and the release notes.",
-        "provider": {"baseUrl": world.provider.base_url, "model": "other-model"},
+        "provider": plain(provider),
         "permissionMode": "ask",
         "runAt": now + 3 * 3_600_000,
         "enabled": False,
     }
-    before = need(world.tasks.task, "scheduled task")
-    world.tasks.expected = {
-        **{key: before[key] for key in ("mode", "workspaceRoot")},
-        **changes,
-    }
-    world.tasks.task = world.rpc.request("task/update", {"taskId": _task_id(world), **changes})[
-        "task"
-    ]
+    world.tasks.task = plain(result.task)
 
 
 @given("the user switched the task off")
 def switch_task_off(world: World) -> None:
-    task = world.rpc.request("task/update", {"taskId": _task_id(world), "enabled": False})["task"]
-    world.tasks.task = task
+    world.tasks.task = plain(granted(world.rpc.update_task, _task_id(world), enabled=False).task)
 
 
 @then(parsers.re(r"the host reports the task as (it was created|changed)"))

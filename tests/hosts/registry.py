@@ -6,6 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 Patch = Callable[[], None]
+FROM_ENV = "from-env"  # serve.py's variant argument: the variant named in VARIANT_VARIABLE
+VARIANT_VARIABLE = "PI_HOST_VARIANT"
+MAP_VARIABLE = "PI_HOST_VARIANTS"  # a JSON file: scenario id -> variant
 VARIANTS: dict[str, Patch] = {}
 
 

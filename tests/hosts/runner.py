@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import shlex
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hosts.registry import FROM_ENV, MAP_VARIABLE
+
 SERVE = Path(__file__).with_name("serve.py")
+TESTS = SERVE.parent.parent
+SPAWN_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -39,31 +45,40 @@ def run_suite(
     variant: str | None = None,
     workers: int = 1,
     extra: Sequence[str] = (),
+    variants: Mapping[str, str] | None = None,
 ) -> Run:
-    """Run the selected scenarios against ``variant`` (default: the unpatched host);
-    ``extra`` are further options of ``pi-conformance run``."""
-    host = ["--host-cmd", shlex.join([sys.executable, str(SERVE), variant])] if variant else []
+    """Run the selected scenarios against ``variant`` (default: the unpatched host), or
+    give each scenario the variant ``variants`` maps it to; ``extra`` are further options
+    of ``pi-conformance run``."""
+    env = dict(os.environ)
+    passthrough: list[str] = []
+    host: list[str] = []
+    if variants is not None:
+        plan = report.parent / f"{report.name}-variants.json"
+        plan.write_text(json.dumps(dict(variants)), encoding="utf-8")
+        env[MAP_VARIABLE] = str(plan)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), env.get("PYTHONPATH")]))
+        passthrough = ["--", "-p", "hosts.variant_per_scenario"]
+        variant = FROM_ENV
+    if variant:
+        host = ["--host-cmd", shlex.join([sys.executable, str(SERVE), variant])]
     selection = ["--areas", areas] + (["-k", keyword] if keyword else [])
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "conformance",
-            "run",
-            *host,
-            "--report",
-            str(report),
-            *selection,
-            "--workers",
-            str(workers),
-            *extra,
-            "-q",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    command = [
+        sys.executable,
+        "-m",
+        "conformance",
+        "run",
+        *host,
+        "--report",
+        str(report),
+        *selection,
+        "--workers",
+        str(workers),
+        *extra,
+        "-q",
+        *passthrough,
+    ]
+    completed = _run_once_started(command, env)
     output = completed.stdout + completed.stderr
     summary_file = report / "summary.json"
     assert summary_file.exists(), (
@@ -71,3 +86,18 @@ def run_suite(
     )
     summary = json.loads(summary_file.read_text(encoding="utf-8"))
     return Run(completed.returncode, summary, output, report)
+
+
+def _run_once_started(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run ``command``; a spawn the kernel refuses with EFAULT before the program started
+    (seen on loaded CI machines) is tried again: no run took place, so nothing is judged."""
+    attempt = 1
+    while True:
+        try:
+            return subprocess.run(
+                command, capture_output=True, text=True, timeout=600, check=False, env=env
+            )
+        except OSError as problem:
+            if problem.errno != errno.EFAULT or attempt == SPAWN_ATTEMPTS:
+                raise
+            attempt += 1
