@@ -69,7 +69,9 @@ class Host:
         """The HTTP client that reaches model providers (environment proxies ignored)."""
         import httpx
 
-        return httpx.AsyncClient(trust_env=False)
+        from reference_host.provider_transport import ProviderTransport
+
+        return httpx.AsyncClient(trust_env=False, transport=ProviderTransport())
 
     def _notify_proxy(self, method: str, params: dict[str, Any]) -> None:
         self.notify(method, params)
