@@ -20,7 +20,7 @@ import pytest
 from pytest_bdd.parser import ScenarioTemplate
 from pytest_bdd.scenario import scenario_wrapper_template_registry
 
-from conformance import aftercheck, surface
+from conformance import aftercheck, step_lookup, surface
 from conformance.drivers import (
     DEFAULT_HOST_CMD,
     HostDriver,
@@ -93,7 +93,8 @@ class ScenarioTrack:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Load the step definitions."""
+    """Load the step definitions; look each step up once."""
+    step_lookup.install()
     for module in STEP_MODULES:
         if not config.pluginmanager.has_plugin(module):
             config.pluginmanager.import_plugin(module)
