@@ -51,6 +51,15 @@ Feature: Shells and streamed commands
       When the model runs a command that reveals its shell
       Then the command ran in the POSIX shell
 
+    @R7.3
+    Scenario: A session whose shell of its own is cleared runs commands in the default shell
+      Given the user made the bash shell the default shell
+      And a session for the project with permission mode auto, using the POSIX shell
+      When the user clears the session's own choice of shell
+      And the model runs a command that reveals its shell
+      Then the session has no shell of its own
+      And the command ran in the bash shell
+
   Rule: The shell cannot change while a turn runs (§5)
 
     @R5.4

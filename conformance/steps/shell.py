@@ -279,6 +279,23 @@ def session_with_shell(world: World, label: str) -> None:
     world.sessions["main"] = plain(created)
 
 
+@when("the user clears the session's own choice of shell")
+def clear_session_shell(world: World) -> None:
+    cleared = granted(world.rpc.configure_session, session_id(world), shell_id=None).session
+    world.sessions["main"] = plain(cleared)
+
+
+@then("the session has no shell of its own")
+@verifies("R7.3")
+def no_shell_of_its_own(world: World) -> None:
+    answered = world.sessions["main"].get("shellId")
+    assert answered is None, f"the session still names {answered} in the configure answer"
+    found = granted(world.rpc.get_session, session_id(world)).session.shellId
+    assert found is None, f"the session still names {found} when read back"
+    row = world.storage().rows("sessions", "id = ?", (session_id(world),))[0]
+    assert row["shell_id"] is None, f"the session still names {row['shell_id']} in storage"
+
+
 # -- which shell ran the command ----------------------------------------------------------------
 
 

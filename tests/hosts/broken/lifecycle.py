@@ -1389,6 +1389,38 @@ def _shell_change_while_busy() -> None:
     patch(Host, "session_configure", configure)
 
 
+@variant("keeps-shell-when-cleared")
+def _keeps_shell_when_cleared() -> None:
+    # session/configure with shellId null is answered but leaves the session's own shell.
+    original = Host.session_configure
+
+    async def configure(self: Host, params: dict[str, Any]) -> dict[str, Any]:
+        if params.get("shellId", "") is None:
+            params = {k: v for k, v in params.items() if k != "shellId"}
+            if set(params) == {"sessionId"}:
+                row = await self.require_session(params["sessionId"])
+                return {"session": self.session_wire(row)}
+        return await original(self, params)
+
+    patch(Host, "session_configure", configure)
+
+
+@variant("cleared-shell-still-runs-commands")
+def _cleared_shell_still_runs_commands() -> None:
+    # The configure answer shows shellId null, but the session keeps its old shell: read
+    # back, and for its commands.
+    original = Host.session_configure
+
+    async def configure(self: Host, params: dict[str, Any]) -> dict[str, Any]:
+        if params.get("shellId", "") is None:
+            row = await self.require_session(params["sessionId"])
+            answer = await original(self, {**params, "shellId": row.shell_id})
+            return {"session": {**answer["session"], "shellId": None}}
+        return await original(self, params)
+
+    patch(Host, "session_configure", configure)
+
+
 CASES = [
     # -- restart: unfinished work is interrupted before the first answer -----------------
     BrokenCase(
@@ -1894,6 +1926,20 @@ CASES = [
         "sessions_shell_wins",
         "R7.3",
         "was announced in",
+    ),
+    BrokenCase(
+        "keeps-shell-when-cleared",
+        "shell",
+        "shell_of_its_own_is_cleared",
+        "R7.3",
+        "the session still names",
+    ),
+    BrokenCase(
+        "cleared-shell-still-runs-commands",
+        "shell",
+        "shell_of_its_own_is_cleared",
+        "R7.3",
+        "when read back",
     ),
     BrokenCase(
         "default-shell-in-memory",
