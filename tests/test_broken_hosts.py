@@ -103,7 +103,9 @@ def test_broken_host_is_rejected(runs: dict[str, BatchRun | Future[Run]], case: 
     assert isinstance(batch_run, BatchRun)
     mine = batch_run.scenarios_of(case)
     shown = _describe(mine)
-    assert len(mine) == len(batch_run.batch.own[case.id]), f"{case.id}: not every scenario ran"
+    assert {s["id"] for s in mine} == batch_run.batch.own[case.id], f"{case.id}: not listed"
+    not_run = [s for s in mine if s["status"] == "not-run"]
+    assert not not_run, f"{case.id}: scenarios of the case did not run:\n{_describe(not_run)}"
     blaming = [
         s for s in mine if s["status"] == "failed" and case.requirement in s["failure"]["blamed"]
     ]
