@@ -19,6 +19,21 @@ def _as_parts(message: Mapping[str, Any], role: str) -> dict[str, Any]:
     return {"role": role, "content": [{"type": "text", "text": content}]}
 
 
+@variant("system-context-first")
+def _system_context_first() -> None:
+    # Every provider request starts with a system message of the host's own; the prompt
+    # is still the last user message, as given.
+    original = turns.complete
+
+    async def complete(
+        client: Any, config: Any, messages: Sequence[Mapping[str, Any]], *args: Any, **kw: Any
+    ) -> Any:
+        context = {"role": "system", "content": "You work in the user's project."}
+        return await original(client, config, [context, *messages], *args, **kw)
+
+    patch(turns, "complete", complete)
+
+
 @variant("plan-in-system-message")
 def _plan_in_system_message() -> None:
     # The execution prompt (artifact path and markdown) reaches the model as a system
@@ -82,6 +97,11 @@ CASES = [
         "plan-in-system-message",
         "approval,deadline,execution",
         why="the execution prompt may use any role and array-of-parts content",
+    ),
+    AllowedCase(
+        "system-context-first",
+        "scheduled_plan,restart_interruption,sessions,execution",
+        why="context of the host's own may go in messages other than the prompt's",
     ),
     AllowedCase(
         "no-queued-notification",

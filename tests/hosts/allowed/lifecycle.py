@@ -177,6 +177,12 @@ def _shells_without_kinds() -> None:
     patch(shells.Shell, "kind", property(lambda _self: "other"))
 
 
+@variant("other-first-default-shell")
+def _other_first_default_shell() -> None:
+    # Before any shell/setDefault the default is the last shell of the catalog, not sh.
+    patch(shells, "fallback_default", lambda: shells.catalog()[-1] if shells.catalog() else None)
+
+
 @variant("other-output-cap")
 def _other_output_cap() -> None:
     # The output cap is the host's to choose, and to announce.
@@ -270,6 +276,11 @@ CASES = [
         "shells-without-kinds",
         "shell",
         why="a host need not offer a POSIX or a bash shell: those scenarios are unverified",
+    ),
+    AllowedCase(
+        "other-first-default-shell",
+        "shell",
+        why="until the user chooses a default shell, which one it is is the host's choice",
     ),
     AllowedCase(
         "other-output-cap",

@@ -44,6 +44,19 @@ def _extends_deadline_on_read() -> None:
         setattr(Host, name, extending(getattr(Host, name)))
 
 
+@variant("execution-running-announced-twice")
+def _execution_running_announced_twice() -> None:
+    # Every execution/updated for running is sent twice.
+    original = Approvals._notify_execution
+
+    def notify(self: Approvals, row: Any, turn_id: str | None) -> None:
+        original(self, row, turn_id)
+        if row.execution_state == "running":
+            original(self, row, turn_id)
+
+    patch(Approvals, "_notify_execution", notify)
+
+
 @variant("approves-on-timeout")
 def _approves_on_timeout() -> None:
     # At the deadline the pending approval is recorded as approved (mode ask), not expired.
@@ -774,6 +787,13 @@ def _approves_beside_ending_execution() -> None:
 
 
 CASES = [
+    BrokenCase(
+        "execution-running-announced-twice",
+        "execution",
+        "queued_runs_and_completes",
+        "R4.5",
+        "the execution was announced as",
+    ),
     BrokenCase(
         "extends-deadline-on-read",
         "deadline",

@@ -78,6 +78,22 @@ def _replays_queued_execution() -> None:
     patch(Tasks, "schedule_all", schedule_all)
 
 
+@variant("recovery-ends-turns-as-failed")
+def _recovery_ends_turns_as_failed() -> None:
+    # Startup recovery ends the turns a previous process left active as failed, not
+    # interrupted.
+    original_recover = Storage.recover
+
+    async def recover(self: Storage, now: int) -> tuple[int, int, int]:
+        async with self.transaction() as conn:
+            await conn.execute(
+                "UPDATE turns SET state = 'failed', ended_at = ? WHERE state = 'active'", (now,)
+            )
+        return await original_recover(self, now)
+
+    patch(Storage, "recover", recover)
+
+
 @variant("answers-before-recovery")
 def _answers_before_recovery() -> None:
     # Recovery is deferred until the second request arrives: the first one (initialize) is
@@ -1389,6 +1405,32 @@ def _shell_change_while_busy() -> None:
     patch(Host, "session_configure", configure)
 
 
+@variant("no-default-shell-until-chosen")
+def _no_default_shell_until_chosen() -> None:
+    # shell/list names no default shell until the user has chosen one.
+    async def shell_list(self: Host, params: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "shells": [shell.to_wire() for shell in shells.catalog()],
+            "defaultShellId": await self.storage.get_setting(host_module.DEFAULT_SHELL_KEY),
+        }
+
+    patch(Host, "shell_list", shell_list)
+
+
+@variant("workspace-root-with-trailing-slash")
+def _workspace_root_with_trailing_slash() -> None:
+    # Sessions report their workspace root with a slash appended.
+    original = Host.session_wire
+
+    def session_wire(self: Host, row: Any) -> dict[str, Any]:
+        wire = original(self, row)
+        if wire["workspaceRoot"] is not None:
+            wire["workspaceRoot"] = wire["workspaceRoot"].rstrip("/") + "/"
+        return wire
+
+    patch(Host, "session_wire", session_wire)
+
+
 @variant("keeps-shell-when-cleared")
 def _keeps_shell_when_cleared() -> None:
     # session/configure with shellId null is answered but leaves the session's own shell.
@@ -1926,6 +1968,27 @@ CASES = [
         "sessions_shell_wins",
         "R7.3",
         "was announced in",
+    ),
+    BrokenCase(
+        "recovery-ends-turns-as-failed",
+        "restart_interruption",
+        "running_execution_is_interrupted_when_the_host_restarts",
+        "R4.11",
+        "no turn was recorded as interrupted",
+    ),
+    BrokenCase(
+        "no-default-shell-until-chosen",
+        "shell",
+        "catalog_lists_the_machines_shells",
+        "R7.6",
+        "the default None is unknown",
+    ),
+    BrokenCase(
+        "workspace-root-with-trailing-slash",
+        "sessions",
+        "new_session_starts_in_agent_mode",
+        "R1.2",
+        "workspace root is",
     ),
     BrokenCase(
         "keeps-shell-when-cleared",

@@ -150,6 +150,19 @@ def _refusals_reported_as_errors() -> None:
     patch(turns, "_failure", lambda error: replace(original(error), status="error"))
 
 
+@variant("wraps-the-prompt")
+def _wraps_the_prompt() -> None:
+    # The user's prompt reaches the model inside a wrapper of the host's.
+    original = turns.TurnRunner._loop
+
+    async def loop(
+        self: turns.TurnRunner, session_id: str, turn_id: str, user_text: str, unattended: bool
+    ) -> None:
+        await original(self, session_id, turn_id, f"The user asks: {user_text}", unattended)
+
+    patch(turns.TurnRunner, "_loop", loop)
+
+
 @variant("announces-results-twice")
 def _announces_results_twice() -> None:
     original = turns.TurnRunner._announce_results
@@ -159,6 +172,26 @@ def _announces_results_twice() -> None:
         original(self, *args)
 
     patch(turns.TurnRunner, "_announce_results", announce)
+
+
+@variant("host-chosen-tool-call-ids")
+def _host_chosen_tool_call_ids() -> None:
+    # turn/toolCall and turn/toolResult name each call by an id of the host's own making,
+    # not by the id the model gave it.
+    original = host_module.Host.__init__
+
+    def init(self: host_module.Host, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        notify = self.notify
+
+        def renamed(method: str, params: dict[str, Any]) -> None:
+            if method in ("turn/toolCall", "turn/toolResult"):
+                params = {**params, "toolCallId": f"host-{params['toolCallId']}"}
+            notify(method, params)
+
+        self.notify = renamed
+
+    patch(host_module.Host, "__init__", init)
 
 
 @variant("no-result-for-unknown-tools")
@@ -1101,6 +1134,20 @@ CASES = [
         "after a refused call",
     ),
     BrokenCase("announces-results-twice", PT, "gets_exactly_one_result", "P9", "results for one"),
+    BrokenCase(
+        "wraps-the-prompt",
+        "scheduled_plan",
+        "task_changed_to_agent_runs_unattended",
+        "R6.3",
+        "the run asked the model",
+    ),
+    BrokenCase(
+        "host-chosen-tool-call-ids",
+        PT,
+        "gets_exactly_one_result",
+        "P9",
+        "call was announced 0 times",
+    ),
     BrokenCase(
         "no-result-for-unknown-tools",
         PT,
