@@ -92,7 +92,8 @@ def plan_batches(cases: Sequence[BrokenCase], runs: int) -> list[Batch]:
     """At least ``runs`` batches of fast cases (more if their scenarios overlap more), and
     the slow cases apart, a few per batch; heaviest batches first."""
     own = own_scenarios(cases)
-    assert all(own.values()), [c.id for c in cases if not own[c.id]]
+    empty = [c.id for c in cases if not own[c.id]]
+    assert not empty, f"these cases select no scenario (check their areas and keyword): {empty}"
     fast = [c for c in cases if not c.slow]
     slow = [c for c in cases if c.slow]
     batches = _spread(fast, own, runs, slow=False) + _spread(

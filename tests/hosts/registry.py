@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 Patch = Callable[[], None]
 FROM_ENV = "from-env"  # serve.py's variant argument: the variant named in VARIANT_VARIABLE
@@ -15,6 +16,24 @@ VARIANTS: dict[str, Patch] = {}
 def patch(owner: object, name: str, value: object) -> None:
     """Replace ``owner.name`` in this host process (the variant's one changed piece)."""
     setattr(owner, name, value)
+
+
+def rewrite_notifications(rewrite: Callable[[str, dict[str, Any]], dict[str, Any]]) -> None:
+    """Pass every notification the host sends through ``rewrite(method, params)``."""
+    from reference_host.host import Host
+
+    original = Host.__init__
+
+    def init(self: Host, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        notify = self.notify
+
+        def rewritten(method: str, params: dict[str, Any]) -> None:
+            notify(method, rewrite(method, params))
+
+        self.notify = rewritten
+
+    patch(Host, "__init__", init)
 
 
 def variant(name: str) -> Callable[[Patch], Patch]:

@@ -19,7 +19,7 @@ from typing import Any
 
 import aiosqlite
 
-from hosts.registry import BrokenCase, patch, variant
+from hosts.registry import BrokenCase, patch, rewrite_notifications, variant
 from reference_host import (
     approvals,
     artifacts,
@@ -1431,6 +1431,17 @@ def _workspace_root_with_trailing_slash() -> None:
     patch(Host, "session_wire", session_wire)
 
 
+@variant("signal-zero-on-normal-exit")
+def _signal_zero_on_normal_exit() -> None:
+    # command/exited reports signal 0, not null, for a command that exited on its own.
+    def zero(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if method == "command/exited" and params["signal"] is None:
+            return {**params, "signal": 0}
+        return params
+
+    rewrite_notifications(zero)
+
+
 @variant("keeps-shell-when-cleared")
 def _keeps_shell_when_cleared() -> None:
     # session/configure with shellId null is answered but leaves the session's own shell.
@@ -1989,6 +2000,13 @@ CASES = [
         "new_session_starts_in_agent_mode",
         "R1.2",
         "workspace root is",
+    ),
+    BrokenCase(
+        "signal-zero-on-normal-exit",
+        "shell",
+        "stream_apart_in_order",
+        "R7.3",
+        "(exit code, signal)",
     ),
     BrokenCase(
         "keeps-shell-when-cleared",

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from hosts.registry import BrokenCase, patch, variant
+from hosts.registry import BrokenCase, patch, rewrite_notifications, variant
 from reference_host import approvals, artifacts, turns
 from reference_host import host as host_module
 from reference_host.approvals import Approvals
@@ -150,6 +150,26 @@ def _refusals_reported_as_errors() -> None:
     patch(turns, "_failure", lambda error: replace(original(error), status="error"))
 
 
+@variant("renames-tool-calls-in-history")
+def _renames_tool_calls_in_history() -> None:
+    # The conversation sent back to the provider names the model's tool calls by ids of
+    # the host's own (consistently, so the request is still valid).
+    original = turns.complete
+
+    def renamed(message: dict[str, Any]) -> dict[str, Any]:
+        if message.get("role") == "tool":
+            return {**message, "tool_call_id": f"h-{message['tool_call_id']}"}
+        calls = message.get("tool_calls")
+        if message.get("role") == "assistant" and calls:
+            return {**message, "tool_calls": [{**c, "id": f"h-{c['id']}"} for c in calls]}
+        return message
+
+    async def complete(client: Any, config: Any, messages: Any, *args: Any, **kw: Any) -> Any:
+        return await original(client, config, [renamed(dict(m)) for m in messages], *args, **kw)
+
+    patch(turns, "complete", complete)
+
+
 @variant("wraps-the-prompt")
 def _wraps_the_prompt() -> None:
     # The user's prompt reaches the model inside a wrapper of the host's.
@@ -178,20 +198,12 @@ def _announces_results_twice() -> None:
 def _host_chosen_tool_call_ids() -> None:
     # turn/toolCall and turn/toolResult name each call by an id of the host's own making,
     # not by the id the model gave it.
-    original = host_module.Host.__init__
+    def rename(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if method in ("turn/toolCall", "turn/toolResult"):
+            return {**params, "toolCallId": f"host-{params['toolCallId']}"}
+        return params
 
-    def init(self: host_module.Host, *args: Any, **kwargs: Any) -> None:
-        original(self, *args, **kwargs)
-        notify = self.notify
-
-        def renamed(method: str, params: dict[str, Any]) -> None:
-            if method in ("turn/toolCall", "turn/toolResult"):
-                params = {**params, "toolCallId": f"host-{params['toolCallId']}"}
-            notify(method, params)
-
-        self.notify = renamed
-
-    patch(host_module.Host, "__init__", init)
+    rewrite_notifications(rename)
 
 
 @variant("no-result-for-unknown-tools")
@@ -1134,6 +1146,13 @@ CASES = [
         "after a refused call",
     ),
     BrokenCase("announces-results-twice", PT, "gets_exactly_one_result", "P9", "results for one"),
+    BrokenCase(
+        "renames-tool-calls-in-history",
+        PT,
+        "reading_a_file_gives_the_model_its_text",
+        "P10",
+        "was never given the result of its Read call",
+    ),
     BrokenCase(
         "wraps-the-prompt",
         "scheduled_plan",

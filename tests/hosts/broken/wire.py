@@ -880,7 +880,36 @@ def _exits_mid_turn() -> None:
     patch(TurnRunner, "_ask_model", ask_model)
 
 
+@variant("reads-id-from-non-utf8")
+def _reads_id_from_non_utf8() -> None:
+    # A line that is not valid UTF-8 is read anyway, its bad bytes replaced, and the
+    # PARSE_ERROR answer carries the id found in it.
+    original = rpc.Dispatcher.handle
+
+    async def handle(self: rpc.Dispatcher, frame: Any) -> None:
+        if isinstance(frame, bytes):
+            try:
+                frame.decode("utf-8")
+            except UnicodeDecodeError:
+                with contextlib.suppress(ValueError):
+                    found = json.loads(frame.decode("utf-8", errors="replace"))
+                    if isinstance(found, dict) and "id" in found:
+                        problem = HostError("PARSE_ERROR", "not valid UTF-8")
+                        self._send(rpc._error(found["id"], problem))
+                        return
+        await original(self, frame)
+
+    patch(rpc.Dispatcher, "handle", handle)
+
+
 CASES = [
+    BrokenCase(
+        "reads-id-from-non-utf8",
+        "protocol_errors",
+        "line_that_is_not_utf",
+        "P1",
+        "the refusal names request id",
+    ),
     # handshake
     BrokenCase("accepts-protocol-8", "handshake", "previous_version", "R7.1", "to refuse"),
     BrokenCase("accepts-future-versions", "handshake", "future_version", "R7.1", "to refuse"),
