@@ -18,8 +18,11 @@ def patch(owner: object, name: str, value: object) -> None:
     setattr(owner, name, value)
 
 
-def rewrite_notifications(rewrite: Callable[[str, dict[str, Any]], dict[str, Any]]) -> None:
-    """Pass every notification the host sends through ``rewrite(method, params)``."""
+def rewrite_notifications(
+    rewrite: Callable[[str, dict[str, Any]], dict[str, Any] | None],
+) -> None:
+    """Pass every notification the host sends through ``rewrite(method, params)``; one it
+    turns into None is not sent."""
     from reference_host.host import Host
 
     original = Host.__init__
@@ -29,7 +32,9 @@ def rewrite_notifications(rewrite: Callable[[str, dict[str, Any]], dict[str, Any
         notify = self.notify
 
         def rewritten(method: str, params: dict[str, Any]) -> None:
-            notify(method, rewrite(method, params))
+            changed = rewrite(method, params)
+            if changed is not None:
+                notify(method, changed)
 
         self.notify = rewritten
 

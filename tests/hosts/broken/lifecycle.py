@@ -7,6 +7,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -1431,6 +1432,59 @@ def _workspace_root_with_trailing_slash() -> None:
     patch(Host, "session_wire", session_wire)
 
 
+@variant("migration-tolerates-existing-tables")
+def _migration_tolerates_existing_tables() -> None:
+    # The migration creates each new v10 object only if it is not there yet, so a v8 file
+    # that already holds one is migrated instead of refused.
+    original = migration.migration_statements
+
+    def statements(v10_statements: list[str]) -> list[str]:
+        return [
+            re.sub(
+                r"^CREATE (UNIQUE )?(TABLE|INDEX) ",
+                r"CREATE \1\2 IF NOT EXISTS ",
+                statement,
+                flags=re.IGNORECASE,
+            )
+            for statement in original(v10_statements)
+        ]
+
+    patch(migration, "migration_statements", statements)
+
+
+@variant("no-turn-text")
+def _no_turn_text() -> None:
+    # The assistant's text is never announced in turn/text.
+    rewrite_notifications(lambda method, params: None if method == "turn/text" else params)
+
+
+@variant("settings-table-without-rowid")
+def _settings_table_without_rowid() -> None:
+    # A new database's settings table is a WITHOUT ROWID table; everything else as v10.sql.
+    published = storage_module.v10_ddl
+
+    def ddl() -> str:
+        plain = "CREATE TABLE settings (\n  key TEXT PRIMARY KEY,\n  value TEXT NOT NULL\n);"
+        assert plain in published(), "v10.sql no longer spells the settings table this way"
+        return published().replace(plain, plain[:-1] + " WITHOUT ROWID;")
+
+    patch(storage_module, "v10_ddl", ddl)
+
+
+@variant("lock-file-left-on-refusal")
+def _lock_file_left_on_refusal() -> None:
+    # Besides its lock on the directory, the host writes a lock file and never removes it,
+    # so a start it refuses leaves the file behind.
+    original_claim = server.claim
+
+    def claim(data_dir: Path) -> Any:
+        lock = original_claim(data_dir)
+        (data_dir / "host.lock").write_text(str(os.getpid()), encoding="utf-8")
+        return lock
+
+    patch(server, "claim", claim)
+
+
 @variant("signal-zero-on-normal-exit")
 def _signal_zero_on_normal_exit() -> None:
     # command/exited reports signal 0, not null, for a command that exited on its own.
@@ -2000,6 +2054,34 @@ CASES = [
         "new_session_starts_in_agent_mode",
         "R1.2",
         "workspace root is",
+    ),
+    BrokenCase(
+        "migration-tolerates-existing-tables",
+        "migration",
+        "migration_that_fails_is_rolled_back",
+        "P18",
+        "the host served requests",
+    ),
+    BrokenCase(
+        "no-turn-text",
+        "isolation",
+        "each_hear_only_their_own_turn",
+        "R5.9",
+        "did not hear its answer",
+    ),
+    BrokenCase(
+        "settings-table-without-rowid",
+        "restart_interruption",
+        "new_database_has_the_published_v10_structure",
+        "R7.5",
+        "WITHOUT ROWID is True",
+    ),
+    BrokenCase(
+        "lock-file-left-on-refusal",
+        "migration",
+        "migration_that_fails_is_rolled_back",
+        "P18",
+        "the host changed the data directory",
     ),
     BrokenCase(
         "signal-zero-on-normal-exit",
