@@ -244,7 +244,10 @@ def answered_queued(world: World) -> None:
     with blame("C4"):
         session = world.outcome.require_result()["session"]
         assert session["mode"] == "agent", f"the approve response shows the session {session}"
-        assert session["activeExecutionId"] == answered["executionId"], session
+        assert session["activeExecutionId"] == answered["executionId"], (
+            f"the approve response shows the session with activeExecutionId "
+            f"{session['activeExecutionId']!r}, not its queued execution"
+        )
 
 
 @then("the execution is running while the model works")

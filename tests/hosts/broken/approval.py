@@ -44,6 +44,36 @@ def _extends_deadline_on_read() -> None:
         setattr(Host, name, extending(getattr(Host, name)))
 
 
+@variant("no-active-execution-while-queued")
+def _no_active_execution_while_queued() -> None:
+    # The approve result shows the session without its execution: activeExecutionId is
+    # only set once the execution runs.
+    original = Approvals.approve
+
+    async def approve(self: Approvals, session_id: str, approval_id: str, mode: Any) -> Any:
+        answer = await original(self, session_id, approval_id, mode)
+        return {**answer, "session": {**answer["session"], "activeExecutionId": None}}
+
+    patch(Approvals, "approve", approve)
+
+
+@variant("failed-approve-is-storage-unavailable")
+def _failed_approve_is_storage_unavailable() -> None:
+    # An approve whose transaction fails is answered with STORAGE_UNAVAILABLE, not
+    # INTERNAL_ERROR (nothing else changes).
+    original = Approvals.approve
+
+    async def approve(self: Approvals, session_id: str, approval_id: str, mode: Any) -> Any:
+        try:
+            return await original(self, session_id, approval_id, mode)
+        except HostError as error:
+            if error.code != "INTERNAL_ERROR":
+                raise
+            raise HostError("STORAGE_UNAVAILABLE", "the approval could not be stored") from error
+
+    patch(Approvals, "approve", approve)
+
+
 @variant("execution-running-announced-twice")
 def _execution_running_announced_twice() -> None:
     # Every execution/updated for running is sent twice.
@@ -787,6 +817,20 @@ def _approves_beside_ending_execution() -> None:
 
 
 CASES = [
+    BrokenCase(
+        "failed-approve-is-storage-unavailable",
+        "approval",
+        "failure_while_approving",
+        "R4.6",
+        "expected INTERNAL_ERROR",
+    ),
+    BrokenCase(
+        "no-active-execution-while-queued",
+        "execution",
+        "queued_runs_and_completes",
+        "C4",
+        "activeExecutionId",
+    ),
     BrokenCase(
         "execution-running-announced-twice",
         "execution",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import heapq
 import json
 import os
 import re
@@ -32,6 +33,7 @@ from reference_host import (
     shells,
     turns,
 )
+from reference_host import clock as clock_module
 from reference_host import host as host_module
 from reference_host import storage as storage_module
 from reference_host import tasks as tasks_module
@@ -1471,6 +1473,31 @@ def _settings_table_without_rowid() -> None:
     patch(storage_module, "v10_ddl", ddl)
 
 
+@variant("timers-fire-only-past-their-time")
+def _timers_fire_only_past_their_time() -> None:
+    # A timer fires only once the clock is past its time, not when it reaches it.
+    async def fire_due(self: clock_module.Clock) -> None:
+        while self._timers and self._timers[0].due_ms < self.now_ms():
+            timer = heapq.heappop(self._timers)
+            if not timer.cancelled:
+                await timer.callback()
+        self._schedule_wakeup()
+
+    patch(clock_module.Clock, "fire_due", fire_due)
+
+
+@variant("transcript-newest-first")
+def _transcript_newest_first() -> None:
+    # session/transcript lists a session's entries newest first instead of in id order.
+    original = Host.session_transcript
+
+    async def session_transcript(self: Host, params: dict[str, Any]) -> dict[str, Any]:
+        answer = await original(self, params)
+        return {"entries": list(reversed(answer["entries"]))}
+
+    patch(Host, "session_transcript", session_transcript)
+
+
 @variant("lock-file-left-on-refusal")
 def _lock_file_left_on_refusal() -> None:
     # Besides its lock on the directory, the host writes a lock file and never removes it,
@@ -2075,6 +2102,21 @@ CASES = [
         "new_database_has_the_published_v10_structure",
         "R7.5",
         "WITHOUT ROWID is True",
+    ),
+    BrokenCase(
+        "timers-fire-only-past-their-time",
+        "shell",
+        "command_that_times_out_is_recorded",
+        "C5",
+        "no command/exited notification matched",
+        slow=True,  # the timeout the check waits for never fires
+    ),
+    BrokenCase(
+        "transcript-newest-first",
+        "migration",
+        "v8_database_is_upgraded_and_its_data_survives",
+        "R7.7",
+        "reads differently",
     ),
     BrokenCase(
         "lock-file-left-on-refusal",
