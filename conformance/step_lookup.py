@@ -21,23 +21,30 @@ _SCENARIO = importlib.import_module("pytest_bdd.scenario")
 _ATTRIBUTE = "find_fixturedefs_for_step"
 
 
-def memoized(find: Lookup) -> Lookup:
+class _Memo:
     """``find`` with its answers kept per (fixture manager, test file, step kind, text)."""
-    answers: dict[tuple[int, Path, str | None, str], tuple[Any, ...]] = {}
 
-    def find_once(step: Any, fixturemanager: Any, node: Any) -> tuple[Any, ...]:
+    def __init__(self, find: Lookup) -> None:
+        self.memoizes = find
+        self._answers: dict[tuple[int, Path, str | None, str], tuple[Any, ...]] = {}
+
+    def __call__(self, step: Any, fixturemanager: Any, node: Any) -> tuple[Any, ...]:
         key = (id(fixturemanager), node.path, step.type, step.name)
-        found = answers.get(key)
+        found = self._answers.get(key)
         if found is None:
-            found = answers[key] = tuple(find(step=step, fixturemanager=fixturemanager, node=node))
+            found = self._answers[key] = tuple(
+                self.memoizes(step=step, fixturemanager=fixturemanager, node=node)
+            )
         return found
 
-    find_once.memoizes = find  # type: ignore[attr-defined]
-    return find_once
+
+def memoized(find: Lookup) -> Lookup:
+    """``find`` with its answers kept per (fixture manager, test file, step kind, text)."""
+    return _Memo(find)
 
 
 def install() -> None:
     """Memoize pytest-bdd's lookup, once; a pytest-bdd without it runs unchanged."""
     find = getattr(_SCENARIO, _ATTRIBUTE, None)
-    if find is not None and not hasattr(find, "memoizes"):
+    if find is not None and not isinstance(find, _Memo):
         setattr(_SCENARIO, _ATTRIBUTE, memoized(find))

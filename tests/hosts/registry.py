@@ -41,6 +41,20 @@ def rewrite_notifications(
     patch(Host, "__init__", init)
 
 
+def rewrite_provider_messages(
+    rewrite: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
+) -> None:
+    """Pass the messages of every provider request through ``rewrite(messages)``."""
+    from reference_host import turns
+
+    original = turns.complete
+
+    async def complete(client: Any, config: Any, messages: Any, *args: Any, **kw: Any) -> Any:
+        return await original(client, config, rewrite([dict(m) for m in messages]), *args, **kw)
+
+    patch(turns, "complete", complete)
+
+
 def variant(name: str) -> Callable[[Patch], Patch]:
     """Register a patch under ``name``."""
 

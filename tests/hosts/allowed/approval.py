@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from hosts.registry import AllowedCase, patch, variant
+from hosts.registry import AllowedCase, patch, rewrite_provider_messages, variant
 from reference_host import turns
 from reference_host.approvals import Approvals
 from reference_host.storage import ApprovalRow
@@ -23,15 +23,8 @@ def _as_parts(message: Mapping[str, Any], role: str) -> dict[str, Any]:
 def _system_context_first() -> None:
     # Every provider request starts with a system message of the host's own; the prompt
     # is still the last user message, as given.
-    original = turns.complete
-
-    async def complete(
-        client: Any, config: Any, messages: Sequence[Mapping[str, Any]], *args: Any, **kw: Any
-    ) -> Any:
-        context = {"role": "system", "content": "You work in the user's project."}
-        return await original(client, config, [context, *messages], *args, **kw)
-
-    patch(turns, "complete", complete)
+    context = {"role": "system", "content": "You work in the user's project."}
+    rewrite_provider_messages(lambda messages: [context, *messages])
 
 
 @variant("plan-in-system-message")
@@ -39,24 +32,16 @@ def _plan_in_system_message() -> None:
     # The execution prompt (artifact path and markdown) reaches the model as a system
     # message, and user and system messages carry array-of-parts content: any role and
     # either content form are allowed (P15).
-    original = turns.complete
+    def resent(message: dict[str, Any]) -> dict[str, Any]:
+        content = message.get("content")
+        if message.get("role") == "user" and isinstance(content, str):
+            role = "system" if content.startswith(_EXECUTION_PROMPT) else "user"
+            return _as_parts(message, role)
+        if message.get("role") == "system" and isinstance(content, str):
+            return _as_parts(message, "system")
+        return message
 
-    async def complete(
-        client: Any, config: Any, messages: Sequence[Mapping[str, Any]], *args: Any, **kw: Any
-    ) -> Any:
-        sent: list[dict[str, Any]] = []
-        for message in messages:
-            content = message.get("content")
-            if message.get("role") == "user" and isinstance(content, str):
-                role = "system" if content.startswith(_EXECUTION_PROMPT) else "user"
-                sent.append(_as_parts(message, role))
-            elif message.get("role") == "system" and isinstance(content, str):
-                sent.append(_as_parts(message, "system"))
-            else:
-                sent.append(dict(message))
-        return await original(client, config, sent, *args, **kw)
-
-    patch(turns, "complete", complete)
+    rewrite_provider_messages(lambda messages: [resent(m) for m in messages])
 
 
 @variant("no-queued-notification")

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from hosts.registry import AllowedCase, patch, variant
+from hosts.registry import AllowedCase, patch, rewrite_provider_messages, variant
 from reference_host import approvals, artifacts, turns
 from reference_host.errors import HostError
 
@@ -42,14 +42,7 @@ def _as_parts(message: Mapping[str, Any]) -> dict[str, Any]:
 def _array_content_messages() -> None:
     # Chat Completions accepts a message's content as a string or as an array of text
     # parts; this host always sends the array form.
-    original = turns.complete
-
-    async def complete(
-        client: Any, config: Any, messages: Sequence[Mapping[str, Any]], *args: Any, **kw: Any
-    ) -> Any:
-        return await original(client, config, [_as_parts(m) for m in messages], *args, **kw)
-
-    patch(turns, "complete", complete)
+    rewrite_provider_messages(lambda messages: [_as_parts(m) for m in messages])
 
 
 def _without_descriptions(schema: Any) -> Any:

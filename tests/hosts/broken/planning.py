@@ -20,7 +20,13 @@ from typing import Any
 
 import httpx
 
-from hosts.registry import BrokenCase, patch, rewrite_notifications, variant
+from hosts.registry import (
+    BrokenCase,
+    patch,
+    rewrite_notifications,
+    rewrite_provider_messages,
+    variant,
+)
 from reference_host import approvals, artifacts, turns
 from reference_host import host as host_module
 from reference_host.approvals import Approvals
@@ -154,8 +160,6 @@ def _refusals_reported_as_errors() -> None:
 def _renames_tool_calls_in_history() -> None:
     # The conversation sent back to the provider names the model's tool calls by ids of
     # the host's own (consistently, so the request is still valid).
-    original = turns.complete
-
     def renamed(message: dict[str, Any]) -> dict[str, Any]:
         if message.get("role") == "tool":
             return {**message, "tool_call_id": f"h-{message['tool_call_id']}"}
@@ -164,10 +168,7 @@ def _renames_tool_calls_in_history() -> None:
             return {**message, "tool_calls": [{**c, "id": f"h-{c['id']}"} for c in calls]}
         return message
 
-    async def complete(client: Any, config: Any, messages: Any, *args: Any, **kw: Any) -> Any:
-        return await original(client, config, [renamed(dict(m)) for m in messages], *args, **kw)
-
-    patch(turns, "complete", complete)
+    rewrite_provider_messages(lambda messages: [renamed(m) for m in messages])
 
 
 @variant("wraps-the-prompt")
