@@ -7,17 +7,41 @@ measured in turns, in one process, moves much less. Every benchmark here reports
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 
 def parser(description: str | None) -> argparse.ArgumentParser:
     """A command line with the ``--quick`` and ``--rounds`` options every benchmark takes."""
     cli = argparse.ArgumentParser(description=description)
     cli.add_argument("--quick", action="store_true", help="fewer rounds, smaller data")
-    cli.add_argument("--rounds", type=int, help="rounds of each candidate (overrides the default)")
+    cli.add_argument(
+        "--rounds", type=positive_int, help="rounds of each candidate (overrides the default)"
+    )
     return cli
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is less than 1")
+    return value
+
+
+def writable_dir(text: str) -> str:
+    """An argparse type: a folder that exists and this process may write in."""
+    if not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is not an existing folder")
+    if not os.access(text, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text!r} is not writable")
+    return text
 
 
 @dataclass(frozen=True)

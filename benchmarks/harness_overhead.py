@@ -31,6 +31,7 @@ import pytest
 import conformance.suite
 from benchmarks._measure import Comparison, parser
 from benchmarks.startup import host_once
+from conformance.commands.common import UsageProblem, checked_areas
 
 QUICK_AREAS = "artifact_integrity,handshake"
 
@@ -88,6 +89,10 @@ def main(argv: list[str]) -> int:
     cli = parser(__doc__.splitlines()[0] if __doc__ else None)
     cli.add_argument("--areas", help="feature areas to run (default: all; --quick: a few)")
     args = cli.parse_args(argv)
+    try:
+        checked_areas(args.areas)
+    except UsageProblem as problem:
+        cli.error(str(problem))
     areas = args.areas or (QUICK_AREAS if args.quick else None)
     suite = Path(conformance.suite.__file__).parent
     with tempfile.TemporaryDirectory() as scratch:

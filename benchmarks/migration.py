@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks._measure import alternate, parser
+from benchmarks._measure import alternate, parser, positive_int
 from conformance.storage_seed import seed_v8
 from reference_host.datadir import DB_FILE
 from reference_host.storage import Storage
@@ -55,7 +55,7 @@ def migrate_once(pristine: Path, work: Path) -> float:
 def main(argv: list[str]) -> int:
     """Print the ratio of migrating a long transcript to migrating a short one."""
     cli = parser(__doc__.splitlines()[0] if __doc__ else None)
-    cli.add_argument("--rows", type=int, help="transcript rows of the large database")
+    cli.add_argument("--rows", type=positive_int, help="transcript rows of the large database")
     args = cli.parse_args(argv)
     rows = args.rows or (100_000 if args.quick else 1_000_000)
     rounds = args.rounds or (6 if args.quick else 20)

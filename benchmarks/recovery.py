@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 
-from benchmarks._measure import alternate, parser
+from benchmarks._measure import alternate, parser, positive_int
 from reference_host.datadir import DB_FILE
 from reference_host.storage import Storage, v10_ddl
 
@@ -135,7 +135,7 @@ def recover_once(data_dir: Path) -> float:
 def main(argv: list[str]) -> int:
     """Print the ratio of recovery with a long history to recovery with a short one."""
     cli = parser(__doc__.splitlines()[0] if __doc__ else None)
-    cli.add_argument("--rows", type=int, help="history rows of the large database")
+    cli.add_argument("--rows", type=positive_int, help="history rows of the large database")
     args = cli.parse_args(argv)
     rows = args.rows or (100_000 if args.quick else 1_000_000)
     rounds = args.rounds or (10 if args.quick else 30)

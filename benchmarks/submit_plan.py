@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks._measure import alternate_async, parser
+from benchmarks._measure import alternate_async, parser, writable_dir
 from reference_host.artifacts import Artifact, write_artifact
 from reference_host.storage import ApprovalRow, SessionRow, Storage
 
@@ -188,7 +188,7 @@ async def _main(root: Path, rounds: int) -> list[str]:
 def main(argv: list[str]) -> int:
     """Print the ratio of the host's SubmitPlan critical path to the floor, per size."""
     cli = parser(__doc__.splitlines()[0] if __doc__ else None)
-    cli.add_argument("--dir", type=Path, help="where to write (default: the temp folder)")
+    cli.add_argument("--dir", type=writable_dir, help="where to write (default: the temp folder)")
     args = cli.parse_args(argv)
     rounds = args.rounds or (10 if args.quick else 40)
     with tempfile.TemporaryDirectory(dir=args.dir) as scratch:

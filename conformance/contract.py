@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -22,6 +23,11 @@ from referencing import Registry, Resource
 from pi_contract import error_catalog, load_json, method_index
 
 Direction = Literal["client-to-host", "host-to-client"]
+
+# RFC 8259 puts no limit on an integer's digits, and a host may echo one it was sent (an
+# id, a value in error.data). Python's default 4,300-digit cap on int <-> str would make
+# such a valid line unreadable, and the harness would take it for the host going away.
+sys.set_int_max_str_digits(0)
 
 _TYPES = "protocol-v9/types.schema.json"
 _ENVELOPE = "protocol-v9/envelope.schema.json"
@@ -96,6 +102,8 @@ def parse_line(line: bytes, direction: Direction) -> ParsedLine:
         reason = f"not JSON: {exc}"
     except RecursionError:
         reason = "not JSON: nested too deeply to parse"
+    except ValueError as exc:  # anything else the parser cannot hold stays this line's fault
+        reason = f"not readable as JSON: {exc}"
     return ParsedLine(None, Violation(direction, None, "", reason, raw))
 
 

@@ -34,6 +34,7 @@ from conformance.requirements import REQUIREMENT_TAG
 from conformance.runtime_records import attach
 from conformance.scenarios import SUBPROCESS_ONLY, area_of, scenario_id
 from conformance.summary_model import ScenarioResult, StepResult
+from conformance.workspace_names import workspace_name_for
 from conformance.world import World
 
 STEP_MODULES = (
@@ -190,7 +191,7 @@ def world(
     """A fresh data dir, workspace and provider script for one scenario, with a deadline."""
     options = RunOptions.from_config(pytestconfig)
     mock_provider.reset()
-    workspace = tmp_path / "workspace"
+    workspace = tmp_path / workspace_name_for(scenario_id_of(request.node))
     workspace.mkdir()
     state = World(
         driver=host_driver,

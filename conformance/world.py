@@ -277,6 +277,7 @@ class TaskState:
     task: dict[str, Any] | None = None
     run: dict[str, Any] | None = None
     expected: dict[str, Any] | None = None  # every field the user gave the task, as sent
+    earlier_run_at: int | None = None  # the time the task was due before it was moved
 
 
 @dataclass

@@ -118,6 +118,24 @@ Feature: Scheduled tasks never plan unattended
       When the time the task was due comes
       Then the switched-off task did not run
 
+    @P29
+    Scenario: A task moved to a later time does not run at its earlier time
+      Given a scheduled task in Agent mode for the project
+      And the task is due in 5 minutes
+      And the model would answer "The changelog is tidy." if it were asked
+      And the user moved the task 20 minutes later
+      When the time the task was first due comes
+      Then the moved task did not run
+
+    @P29
+    Scenario: A task keeps its time across a restart
+      Given a scheduled task in Agent mode for the project
+      And the task is due in 5 minutes
+      And the model will answer "The changelog is tidy." for the task
+      When the host restarts
+      And the time the task was due comes
+      Then the task ran when its time came
+
   Rule: A deleted task is gone for good (project rule P26)
 
     @P26

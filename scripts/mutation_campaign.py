@@ -88,6 +88,7 @@ _TURNS = (
     "plan_tools",
     "restart_interruption",
     "scheduled_plan",
+    "sessions",  # provider errors and the prompt's first request are checked there
     "shell",
     "turn_boundaries",
 )

@@ -150,6 +150,21 @@ def test_a_line_that_is_not_json_is_a_violation_and_nothing_else(data: bytes, re
     assert conn.is_pending(request_id), "a broken line must not answer a request"
 
 
+def test_an_integer_of_any_length_is_read() -> None:
+    # RFC 8259 sets no limit on digits; a host may echo a huge number it was sent in
+    # error.data. Python's default cap (4,300 digits) must not turn it into end of output.
+    conn = Connection()
+    huge = "9" * 50_000
+    body = (
+        '{"jsonrpc":"2.0","id":99,"error":{"code":-32602,"message":"no",'
+        f'"data":{{"code":"INVALID_PARAMS","message":"no","details":{{"ms":{huge}}}}}}}}}\n'
+    )
+    events = conn.receive_data(body.encode())
+    assert kinds(events) == ["UnmatchedResponse"]
+    assert conn.unmatched[0]["error"]["data"]["details"]["ms"] == int(huge)
+    assert conn.violations == []
+
+
 def test_a_json_value_that_is_not_an_object_is_a_violation() -> None:
     conn = Connection()
     events = conn.receive_data(b"[1,2,3]\n")

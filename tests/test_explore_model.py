@@ -59,8 +59,16 @@ def test_the_deadline_is_thirty_minutes_after_creation_and_expiry_is_at_it() -> 
     model.now = approval.expires_at
     assert model.expire_due() == [approval]
     assert (approval.status, approval.status_code) == ("expired", "PLAN_APPROVAL_TIMEOUT")
-    assert model.decision_refusals(approval) == {"APPROVAL_NOT_PENDING", "PLAN_APPROVAL_TIMEOUT"}
+    # An expired approval keeps answering with the timeout code, never "not pending" (P14).
+    assert model.decision_refusals(approval) == {"PLAN_APPROVAL_TIMEOUT"}
     assert model.busy("session 1") is None
+
+
+def test_a_plan_decided_before_its_deadline_stays_not_pending_after_it() -> None:
+    model, approval = _model_with_plan()
+    approval.status = "rejected"
+    model.now = approval.expires_at
+    assert model.decision_refusals(approval) == {"APPROVAL_NOT_PENDING"}
 
 
 def test_a_decided_plan_is_refused_as_not_pending() -> None:

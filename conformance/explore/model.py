@@ -132,14 +132,15 @@ class Model:
     def decision_refusals(self, approval: ModelApproval) -> frozenset[str] | None:
         """The codes a decision on ``approval`` may be refused with, or None if it must succeed.
 
-        Past the deadline the host answers PLAN_APPROVAL_TIMEOUT; an approval that is no
-        longer pending gets APPROVAL_NOT_PENDING (or the timeout code once past its deadline).
+        A pending approval past its deadline, and an expired one, answer
+        PLAN_APPROVAL_TIMEOUT (P14); one approved, rejected or interrupted answers
+        APPROVAL_NOT_PENDING, before its deadline and after it (R4.4).
         """
-        late = self.now >= approval.expires_at
         if approval.status == "pending":
+            late = self.now >= approval.expires_at
             return frozenset({"PLAN_APPROVAL_TIMEOUT"}) if late else None
-        if approval.status == "expired" or late:
-            return frozenset({"APPROVAL_NOT_PENDING", "PLAN_APPROVAL_TIMEOUT"})
+        if approval.status == "expired":
+            return frozenset({"PLAN_APPROVAL_TIMEOUT"})
         return frozenset({"APPROVAL_NOT_PENDING"})
 
     def expire_due(self) -> list[ModelApproval]:

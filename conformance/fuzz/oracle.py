@@ -44,23 +44,39 @@ def expected(case: Case, frame_bytes: int, max_frame_bytes: int) -> Expected:
     """What may come back for ``case``, whose frame is ``frame_bytes`` long."""
     kinds = raw_kinds(case.params)
     too_large = frozenset({"FRAME_TOO_LARGE"}) if frame_bytes > max_frame_bytes else frozenset()
+    # On a connection already initialized, whether initialize's params or the repeat is
+    # refused first is the host's choice (implementing-a-host.md, Params).
+    repeat = frozenset({"ALREADY_INITIALIZED"}) if case.method == "initialize" else frozenset()
     if kinds & {NON_FINITE, DEEP_NESTING}:
-        return Expected("invalid", UNREADABLE_NUMBER_CODES | too_large, False)
+        return Expected("invalid", UNREADABLE_NUMBER_CODES | too_large | repeat, False)
     valid = isinstance(case.params, dict) and params_valid(case.method, stand_in(case.params))
     if BIG_INTEGER in kinds:
         codes = UNREADABLE_NUMBER_CODES | too_large
         if valid:
             return Expected("hostile-valid", codes | listed_errors(case.method), True)
-        return Expected("invalid", codes, False)
+        return Expected("invalid", codes | repeat, False)
+    # A host with 64-bit integers cannot represent a larger one: PARSE_ERROR is allowed.
+    unrepresentable = frozenset({"PARSE_ERROR"}) if _beyond_64_bits(case.params) else frozenset()
     if valid:
         category = "valid" if case.kind == VALID else "hostile-valid"
-        return Expected(category, listed_errors(case.method) | too_large, True)
-    codes = frozenset({"INVALID_PARAMS"}) | too_large
-    if case.method == "initialize":
-        codes |= {"ALREADY_INITIALIZED"}  # which check comes first is the host's choice
+        return Expected(category, listed_errors(case.method) | too_large | unrepresentable, True)
+    codes = frozenset({"INVALID_PARAMS"}) | too_large | repeat | unrepresentable
     if not isinstance(case.params, dict):
         codes |= {"INVALID_REQUEST"}  # params that are not an object break the envelope
     return Expected("invalid", codes, False)
+
+
+def _beyond_64_bits(value: Any) -> bool:
+    """Whether ``value`` holds an integer outside the signed 64-bit range."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return not -(2**63) <= value < 2**63
+    if isinstance(value, dict):
+        return any(_beyond_64_bits(item) for item in value.values())
+    if isinstance(value, list | tuple):
+        return any(_beyond_64_bits(item) for item in value)
+    return False
 
 
 def answer_code(response: dict[str, Any]) -> str | None:

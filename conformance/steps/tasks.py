@@ -312,6 +312,17 @@ def task_due_later(world: World, minutes: int) -> None:
     world.tasks.task = plain(task.task)
 
 
+@given(parsers.parse("the user moved the task {minutes:d} minutes later"))
+def task_moved_later(world: World, minutes: int) -> None:
+    earlier = need(world.tasks.task, "scheduled task")["runAt"]
+    assert earlier is not None, "the scenario's task was never due"
+    world.tasks.earlier_run_at = earlier
+    later = earlier + minutes * 60_000
+    task = granted(world.rpc.update_task, _task_id(world), run_at=later)
+    assert task.task.runAt == later, f"the moved task is due at {task.task.runAt}"
+    world.tasks.task = plain(task.task)
+
+
 @given(parsers.parse('the model would answer "{text}" if it were asked'))
 def model_would_answer(world: World, text: str) -> None:
     world.provider.enqueue(TextReply(text))
@@ -330,6 +341,14 @@ def due_time_comes(world: World) -> None:
     assert runs_at is not None, "the scenario's task was never due"
     now = granted(world.rpc.clock_get).now
     granted(world.rpc.clock_advance, max(0, runs_at - now) + 1)
+
+
+@when("the time the task was first due comes")
+def first_due_time_comes(world: World) -> None:
+    _before_run(world)
+    earlier = need(world.tasks.earlier_run_at, "the time the task was first due")
+    now = granted(world.rpc.clock_get).now
+    granted(world.rpc.clock_advance, max(0, earlier - now) + 1)
 
 
 @when(parsers.re(r"the user tries to (?P<action>run|change|delete) the deleted task"))
@@ -366,6 +385,23 @@ def deleted_task_idle(world: World) -> None:
 @verifies("P29")
 def switched_off_task_idle(world: World) -> None:
     _did_not_run(world, "the switched-off task")
+
+
+@then("the moved task did not run")
+@verifies("P29")
+def moved_task_idle(world: World) -> None:
+    _did_not_run(world, "the task at the time it was moved from")
+
+
+@then("the task ran when its time came")
+@verifies("P29")
+def task_ran_at_its_time(world: World) -> None:
+    task_id = _task_id(world)
+    world.tasks.run = _finished(
+        world, lambda p: p["run"]["taskId"] == task_id and p["run"]["outcome"] != "running"
+    )
+    run = world.tasks.run
+    assert run["outcome"] == "completed", f"the run ended {run['outcome']}: {run['error']}"
 
 
 def _did_not_run(world: World, which: str) -> None:

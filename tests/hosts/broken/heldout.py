@@ -524,7 +524,41 @@ def _task_runs_with_the_created_provider() -> None:
     patch(Tasks, "run", run)
 
 
+@variant("moved-task-keeps-earlier-time")
+def _moved_task_keeps_earlier_time() -> None:
+    # A task/update that moves runAt arms a timer for the new time and leaves the old one.
+    def arm(self: Tasks, task_id: str, run_at: int | None) -> None:
+        if run_at is not None:
+            self._timers[task_id] = self.host.clock.call_at(run_at, lambda: self._fire(task_id))
+
+    patch(Tasks, "_arm", arm)
+
+
+@variant("tasks-forgotten-after-restart")
+def _tasks_forgotten_after_restart() -> None:
+    # Timers live in memory only: after a restart no task runs until it is changed again.
+    async def schedule_all(self: Tasks) -> None:
+        return None
+
+    patch(Tasks, "schedule_all", schedule_all)
+
+
 CASES = [
+    BrokenCase(
+        "moved-task-keeps-earlier-time",
+        "scheduled_plan",
+        "task_moved_to_a_later_time",
+        "P29",
+        "for the task at the time it was moved from",
+    ),
+    BrokenCase(
+        "tasks-forgotten-after-restart",
+        "scheduled_plan",
+        "task_keeps_its_time_across_a_restart",
+        "P29",
+        "no task/runFinished notification matched",
+        slow=True,  # caught when the wait for the run runs out
+    ),
     BrokenCase(
         "remembers-permission-for-the-turn",
         "execution",
