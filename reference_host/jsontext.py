@@ -1,9 +1,10 @@
 """JSON text exactly as RFC 8259 defines it, in both directions.
 
 Python's json module also reads and writes ``NaN``, ``Infinity`` and ``-Infinity``, which
-are not JSON, turns ``1e400`` into infinity, and raises ValueError on integers longer than
-``sys.get_int_max_str_digits()``. Here all of those are a :class:`JsonTextError` when read
-and a ValueError when written, so nothing the host writes is ever unreadable JSON.
+are not JSON, turns ``1e400`` into infinity, and reads integers as long as the process
+allows. Here all of those, and integers longer than ``MAX_INTEGER_DIGITS``, are a
+:class:`JsonTextError` when read and a ValueError when written, so nothing the host
+writes is ever unreadable JSON.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 import math
 from typing import Any
 
-__all__ = ["JsonTextError", "dumps", "integral", "is_finite", "loads"]
+__all__ = ["MAX_INTEGER_DIGITS", "JsonTextError", "dumps", "integral", "is_finite", "loads"]
 
 
 class JsonTextError(ValueError):
@@ -30,10 +31,28 @@ def _finite_float(text: str) -> float:
     return value
 
 
+MAX_INTEGER_DIGITS = 4300
+"""The longest integer the host reads. Set here rather than left to Python's process-wide
+``sys.get_int_max_str_digits()``, so that the host answers the same wherever it runs (the
+harness lifts that limit in its own process, which an in-process host shares)."""
+
+
+def _bounded_int(text: str) -> int:
+    digits = len(text) - text.startswith("-")
+    if digits > MAX_INTEGER_DIGITS:
+        raise JsonTextError(f"an integer of {digits} digits is longer than the host reads")
+    return int(text)
+
+
 def loads(text: str) -> Any:
     """Parse ``text`` strictly; JsonTextError when it is not JSON or out of range."""
     try:
-        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+        return json.loads(
+            text,
+            parse_constant=_refuse_constant,
+            parse_float=_finite_float,
+            parse_int=_bounded_int,
+        )
     except JsonTextError:
         raise
     except ValueError as exc:  # JSONDecodeError, or an integer with too many digits

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 from hostkit import InProcessHost, SubprocessHost, strict_loads
 
 from conformance.mock_provider import MockProvider, ScriptedToolCall, TextReply, ToolCallsReply
+from reference_host.jsontext import MAX_INTEGER_DIGITS
 from reference_host.rpc import Dispatcher, encode
 
 SESSION_LIST = b'{"jsonrpc":"2.0","id":7,"method":"session/list","params":{}}'
@@ -39,6 +41,24 @@ def feed(*frames: bytes, initialized: bool = True) -> list[dict[str, Any]]:
 
     asyncio.run(run())
     return [strict_loads(encode(message)) for message in sent]
+
+
+@pytest.mark.parametrize("process_limit", [0, 4300])
+def test_the_longest_integer_read_does_not_depend_on_the_process(process_limit: int) -> None:
+    # The harness lifts Python's digit limit in its process, which an in-process host
+    # shares; the host must answer the same either way.
+    before = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(process_limit)
+    try:
+        longest = "9" * MAX_INTEGER_DIGITS
+        served, refused = feed(
+            b'{"jsonrpc":"2.0","id":' + longest.encode() + b',"method":"session/list"}',
+            b'{"jsonrpc":"2.0","id":' + longest.encode() + b'9,"method":"session/list"}',
+        )
+    finally:
+        sys.set_int_max_str_digits(before)
+    assert "result" in served, served
+    assert refused["error"]["data"]["code"] == "PARSE_ERROR" and refused["id"] is None, refused
 
 
 @pytest.mark.parametrize(
