@@ -70,6 +70,11 @@ JOBS = (
         "no-fault-points",
     ),
     Job(
+        "fuzz-surrogates",
+        ("fuzz", "--examples", "120", "--frames", "0", "--timeout", "20", "--no-reduce"),
+        "replaces-lone-surrogates",
+    ),
+    Job(
         "fuzz-broken",
         ("fuzz", "--examples", "120", "--frames", "0", "--timeout", "20", "--no-reduce"),
         "internal-error-on-malformed-ids",
@@ -194,3 +199,16 @@ def test_the_fuzzer_catches_internal_errors_on_malformed_params(
     assert caught, run.output
     assert all('"method":"approval/' in f["reproducer"] for f in caught), caught
     assert "reproduce, after initialize:" in run.output
+
+
+def test_the_fuzzer_catches_a_host_that_reads_lone_surrogates(
+    runs: dict[str, Future[Outcome]],
+) -> None:
+    """JSON Schema takes a lone surrogate for a string; P4 refuses it."""
+    run = runs["fuzz-surrogates"].result()
+    assert run.status == 1, run.output
+    caught = [
+        f for f in _findings(run) if f["category"] == "wrong-code" and f["kind"] == "lone-surrogate"
+    ]
+    assert caught, run.output
+    assert all(f["expected"] == "INVALID_PARAMS" for f in caught), caught

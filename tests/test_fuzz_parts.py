@@ -86,7 +86,14 @@ def test_mutations_make_params_invalid_or_hostile() -> None:
     extra = Case("approval/reject", "extra-field", {"sessionId": "s", "approvalId": "a", "x": 1})
     assert not expected(extra, 10, 65536).success
     surrogate = Case("session/prompt", "lone-surrogate", {"sessionId": "s", "text": "\ud800"})
-    assert expected(surrogate, 10, 65536).category == "hostile-valid"
+    judged = expected(surrogate, 10, 65536)  # P4: no UTF-8 text carries a lone surrogate
+    assert (judged.category, judged.codes, judged.success) == (
+        "invalid",
+        {"INVALID_PARAMS"},
+        False,
+    )
+    paired = Case("session/prompt", "valid", {"sessionId": "s", "text": "plan \U0001f600"})
+    assert expected(paired, 10, 65536).success
     nan = Case("conformance/clock/advance", "non-finite", {"ms": Raw("NaN", NON_FINITE, 0.5)})
     assert expected(nan, 10, 65536).codes == {"PARSE_ERROR", "INVALID_PARAMS"}
     big = Case(

@@ -50,6 +50,9 @@ def expected(case: Case, frame_bytes: int, max_frame_bytes: int) -> Expected:
     if kinds & {NON_FINITE, DEEP_NESTING}:
         return Expected("invalid", UNREADABLE_NUMBER_CODES | too_large | repeat, False)
     valid = isinstance(case.params, dict) and params_valid(case.method, stand_in(case.params))
+    # JSON Schema sees a lone surrogate as a string like any other; the contract refuses it
+    # (P4: no UTF-8 text can carry it).
+    valid = valid and not _holds_lone_surrogate(case.params)
     if BIG_INTEGER in kinds:
         codes = UNREADABLE_NUMBER_CODES | too_large
         if valid:
@@ -64,6 +67,17 @@ def expected(case: Case, frame_bytes: int, max_frame_bytes: int) -> Expected:
     if not isinstance(case.params, dict):
         codes |= {"INVALID_REQUEST"}  # params that are not an object break the envelope
     return Expected("invalid", codes, False)
+
+
+def _holds_lone_surrogate(value: Any) -> bool:
+    """Whether a string or a key anywhere in ``value`` holds an unpaired surrogate."""
+    if isinstance(value, str):
+        return any(0xD800 <= ord(char) <= 0xDFFF for char in value)
+    if isinstance(value, dict):
+        return any(_holds_lone_surrogate(k) or _holds_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_holds_lone_surrogate(item) for item in value)
+    return False
 
 
 def _beyond_64_bits(value: Any) -> bool:

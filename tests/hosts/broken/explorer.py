@@ -54,3 +54,21 @@ def _internal_error_on_malformed_ids() -> None:
         return params_problem(method, params)
 
     patch(rpc, "params_problem", problem)
+
+
+@variant("replaces-lone-surrogates")
+def _replaces_lone_surrogates() -> None:
+    # Like Go's encoding/json, the host reads a lone surrogate as U+FFFD instead of refusing
+    # the request: "plan\udfff" names a task "plan\ufffd" that does not exist.
+    original = rpc.loads
+
+    def replaced(value: Any) -> Any:
+        if isinstance(value, str):
+            return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        if isinstance(value, dict):
+            return {replaced(k): replaced(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [replaced(item) for item in value]
+        return value
+
+    patch(rpc, "loads", lambda text: replaced(original(text)))
