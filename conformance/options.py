@@ -100,6 +100,23 @@ def _durations() -> dict[str, float]:
     return data
 
 
+def _typical(durations: dict[str, float]) -> float:
+    """The median shipped duration: what a scenario the file does not know is taken to cost."""
+    return sorted(durations.values())[len(durations) // 2] if durations else 1.0
+
+
+def longest_first(ids: Sequence[str]) -> list[str]:
+    """``ids`` ordered by typical duration, longest first (ties by id).
+
+    Parallel workers that take the longest scenarios first end together: the last
+    scenario of the run is a short one, not a slow one that started when the others
+    were already done.
+    """
+    durations = _durations()
+    default = _typical(durations)
+    return sorted(ids, key=lambda i: (-durations.get(i, default), i))
+
+
 def shard_of(ids: Sequence[str], index: int, total: int) -> set[str]:
     """The ids of shard ``index`` of ``total``: deterministic, balanced by duration.
 
@@ -107,10 +124,10 @@ def shard_of(ids: Sequence[str], index: int, total: int) -> set[str]:
     shard number), so the same selection always splits the same way.
     """
     durations = _durations()
-    default = sorted(durations.values())[len(durations) // 2] if durations else 1.0
+    default = _typical(durations)
     loads = [0.0] * total
     chosen: set[str] = set()
-    for scenario in sorted(set(ids), key=lambda i: (-durations.get(i, default), i)):
+    for scenario in longest_first(sorted(set(ids))):
         target = min(range(total), key=lambda k: (loads[k], k))
         loads[target] += durations.get(scenario, default)
         if target == index - 1:

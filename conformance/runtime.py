@@ -9,6 +9,7 @@ the controlling process turns those into the reports.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Generator, Iterator
@@ -29,7 +30,7 @@ from conformance.drivers import (
 )
 from conformance.failures import Verdict, classify, failure_record
 from conformance.mock_provider import MockProvider
-from conformance.options import RunOptions, shard_of
+from conformance.options import RunOptions, longest_first, shard_of
 from conformance.requirements import REQUIREMENT_TAG
 from conformance.runtime_records import attach
 from conformance.scenarios import SUBPROCESS_ONLY, area_of, scenario_id
@@ -140,7 +141,12 @@ def pytest_collection_modifyitems(
     dropped = [i for i in scenarios if id(i) not in kept]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-        items[:] = [*others, *keep]
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # every worker collects the same order; the reports follow the features' order
+        ids = {id(i): scenario_id_of(i) for i in keep}
+        rank = {scenario: n for n, scenario in enumerate(longest_first(list(ids.values())))}
+        keep.sort(key=lambda i: rank[ids[id(i)]])
+    items[:] = [*others, *keep]
 
 
 def _template(item: pytest.Item) -> ScenarioTemplate | None:

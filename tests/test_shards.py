@@ -14,7 +14,7 @@ from summaries import every_status, scenario, summary_of
 from conformance import durations
 from conformance.cli import main
 from conformance.commands.common import EXIT_REGRESSION, EXIT_USAGE
-from conformance.options import shard_of
+from conformance.options import longest_first, shard_of
 from conformance.reports import REPORT_FILES, load_summary
 from conformance.scenarios import all_scenarios
 
@@ -75,6 +75,22 @@ def test_shards_split_every_selection_exactly_once() -> None:
         assert set.union(*parts) == set(ids)
         assert sum(len(p) for p in parts) == len(ids)
         assert parts == [shard_of(ids, index, total) for index in range(1, total + 1)]
+
+
+def test_workers_are_handed_the_longest_scenarios_first() -> None:
+    """Every scenario once, by shipped duration, longest first; an unknown one as the median."""
+    ids = [s.id for s in all_scenarios()]
+    times = json.loads(durations.DURATIONS_FILE.read_text(encoding="utf-8"))
+    median = sorted(times.values())[len(times) // 2]
+    unknown = "approval.feature: a scenario the durations file does not know"
+    ordered = longest_first([*reversed(ids), unknown])
+    assert sorted(ordered) == sorted([*ids, unknown])
+    seconds = [times.get(i, median) for i in ordered]
+    assert seconds == sorted(seconds, reverse=True)
+    assert seconds[0] == max(times.values()) > median
+    same = [i for i in ordered if times.get(i, median) == seconds[-1]]
+    assert same == sorted(same)  # ties by id: every worker collects the same order
+    assert longest_first(ids) == longest_first(list(reversed(ids)))
 
 
 def test_the_shipped_durations_balance_the_full_suite() -> None:
