@@ -20,6 +20,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 from referencing import Registry, Resource
 
+from conformance.schema_inline import inlined
 from pi_contract import error_catalog, load_json, method_index
 
 Direction = Literal["client-to-host", "host-to-client"]
@@ -136,8 +137,8 @@ def _registry() -> Registry[Any]:
 
 @cache
 def _validator(relative: str, definition: str) -> Draft202012Validator:
-    schema_id = load_json(relative)["$id"]
-    return Draft202012Validator({"$ref": f"{schema_id}#/$defs/{definition}"}, registry=_registry())
+    # references inlined: the same schema, checked without a registry lookup per $ref
+    return Draft202012Validator(inlined(relative, definition), registry=_registry())
 
 
 def _pointer(error: ValidationError, prefix: str) -> str:
