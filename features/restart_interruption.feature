@@ -178,6 +178,24 @@ Feature: A restart interrupts, and never replays
         | stops                    |
         | crashes and starts again |
 
+  Rule: A prompt the host accepted outlives the process (§1, §4)
+
+    @R1.3
+    Scenario Outline: A prompt accepted just before the host <stops> stays in the conversation
+      Given a session for the project in Plan mode
+      And the user's prompt "Where is the cache configured?" was accepted while the model takes its time
+      When the host <stops>
+      Then the session's conversation still holds the prompt "Where is the cache configured?"
+
+      Examples:
+        | stops    |
+        | restarts |
+
+      @subprocess_only
+      Examples:
+        | stops                    |
+        | crashes and starts again |
+
   Rule: The boot epoch stays inside the process (§4)
 
     @R4.1

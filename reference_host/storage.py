@@ -290,14 +290,31 @@ class Storage:
 
     # -- turns --------------------------------------------------------------------------
 
-    async def start_turn(self, turn_id: str, session_id: str, kind: str, at: int) -> None:
-        """Record a new active turn."""
+    async def start_turn(
+        self,
+        turn_id: str,
+        session_id: str,
+        kind: str,
+        at: int,
+        user_message: dict[str, Any] | None = None,
+    ) -> None:
+        """Record a new active turn and, in the same transaction, the message it starts with.
+
+        Both are durable before the prompt is answered: a crash right after the answer
+        still finds the accepted prompt in the transcript (R1.3).
+        """
         async with self.transaction() as conn:
             await conn.execute(
                 "INSERT INTO turns (id, session_id, kind, state, started_at) "
                 "VALUES (?, ?, ?, 'active', ?)",
                 (turn_id, session_id, kind, at),
             )
+            if user_message is not None:
+                await conn.execute(
+                    "INSERT INTO transcript (session_id, turn_id, role, content, created_at) "
+                    "VALUES (?, ?, 'user', ?, ?)",
+                    (session_id, turn_id, _json_column(user_message), at),
+                )
 
     async def end_turn(self, turn_id: str, state: str, at: int) -> None:
         """Record how a turn ended."""

@@ -146,7 +146,8 @@ class TurnRunner:
         """Record a new active turn and run it in the background."""
         host = self.host
         turn_id = host.new_id("turn")
-        await host.storage.start_turn(turn_id, session.id, kind, host.clock.now_ms())
+        user = {"role": "user", "content": user_text}
+        await host.storage.start_turn(turn_id, session.id, kind, host.clock.now_ms(), user)
         host.set_activity(session.id, active_turn_id=turn_id)
         host.notify(
             "turn/started",
@@ -160,9 +161,7 @@ class TurnRunner:
             },
         )
         await host.publish_session(session.id)
-        task = asyncio.create_task(
-            self._run(session.id, turn_id, user_text, approval, unattended, on_end)
-        )
+        task = asyncio.create_task(self._run(session.id, turn_id, approval, unattended, on_end))
         self.tasks[session.id] = task
         return turn_id
 
@@ -192,7 +191,6 @@ class TurnRunner:
         self,
         session_id: str,
         turn_id: str,
-        user_text: str,
         approval: ApprovalRow | None,
         unattended: bool,
         on_end: TurnEnded | None,
@@ -202,7 +200,7 @@ class TurnRunner:
         try:
             if approval is not None:
                 await host.approvals.execution_running(approval.id, turn_id)
-            await self._loop(session_id, turn_id, user_text, unattended)
+            await self._loop(session_id, turn_id, unattended)
         except asyncio.CancelledError:
             outcome, error = "cancelled", HostError("TURN_CANCELLED", "the turn was cancelled")
         except HostError as failure:
@@ -247,12 +245,9 @@ class TurnRunner:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(task)
 
-    async def _loop(self, session_id: str, turn_id: str, user_text: str, unattended: bool) -> None:
+    async def _loop(self, session_id: str, turn_id: str, unattended: bool) -> None:
         host = self.host
-        messages = await self._history(session_id)
-        user = {"role": "user", "content": user_text}
-        await host.storage.append_transcript(session_id, turn_id, "user", user, host.clock.now_ms())
-        messages.append(user)
+        messages = await self._history(session_id)  # ends with this turn's user message
         for _ in range(MAX_STEPS):
             session = await host.require_session(session_id)
             reply = await self._ask_model(session, turn_id, messages)

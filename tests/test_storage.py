@@ -537,3 +537,22 @@ def test_a_pending_approval_and_an_active_execution_coexist_in_the_schema(
     )
     insert_approval(conn, "a-2", "s-1", "pending")
     assert conn.execute("SELECT count(*) FROM plan_approvals").fetchone() == (2,)
+
+
+def test_a_turn_and_its_first_message_are_one_transaction(tmp_path: Path) -> None:
+    """The prompt is stored with its turn; a turn that cannot be stored leaves no message."""
+    prompt = {"role": "user", "content": "Where is the cache configured?"}
+
+    async def body(storage: Storage) -> list[Any]:
+        await storage.insert_session(session("s-1"))
+        await storage.start_turn("turn-1", "s-1", "prompt", T0, prompt)
+        with pytest.raises(sqlite3.IntegrityError):  # a second active turn of the session
+            await storage.start_turn("turn-2", "s-1", "prompt", T0 + 1, {**prompt, "n": 2})
+        await storage.end_turn("turn-1", "completed", T0 + 2)
+        await storage.start_turn("turn-3", "s-1", "scheduled", T0 + 3)
+        return await storage.transcript("s-1")
+
+    entries = with_storage(tmp_path, body)
+    assert [(turn, role, content, at) for _seq, turn, role, content, at in entries] == [
+        ("turn-1", "user", prompt, T0)
+    ]

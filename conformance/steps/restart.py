@@ -138,6 +138,14 @@ def plan_turn_in_progress(world: World) -> None:
     world.provider.wait_for_requests(before + 1, world.timeout)
 
 
+@given(parsers.parse('the user\'s prompt "{text}" was accepted while the model takes its time'))
+def prompt_accepted(world: World, text: str) -> None:
+    # No wait for the model's request: the stop may come before the host asks the model.
+    world.provider.enqueue(StallReply(prefix="Let me look"))
+    world.cursors.turn = world.mark()
+    world.active_turn = granted(world.rpc.prompt, session_id(world), text).turnId
+
+
 # -- arranging finished work ----------------------------------------------------------------
 
 
@@ -395,6 +403,20 @@ def nothing_replayed(world: World) -> None:
     )
     users = [message_text(m) for m in after[0].messages if m.get("role") == "user"]
     assert users and users[-1] == marker, f"the request was not the new one: {users[-1:]}"
+
+
+@then(parsers.parse('the session\'s conversation still holds the prompt "{text}"'))
+@verifies("R1.3")
+def prompt_kept(world: World, text: str) -> None:
+    entries = granted(world.rpc.session_transcript, session_id(world)).entries
+    told = [message_text(e.content) for e in entries]
+    assert any(text in said for said in told), (
+        f"the restarted host's transcript lost the accepted prompt {text!r}: {entries}"
+    )
+    rows = world.storage().rows("transcript", "session_id = ?", (session_id(world),))
+    assert any(text in str(row["content"]) for row in rows), (
+        f"the stored transcript lost the accepted prompt {text!r}"
+    )
 
 
 @then("the project's log holds the one line the command wrote")

@@ -624,18 +624,17 @@ def _execution_without_history() -> None:
     execution_turns = _execution_turns()
     original = turns.TurnRunner._loop
 
-    async def loop(
-        self: turns.TurnRunner, session_id: str, turn_id: str, text: str, unattended: bool
-    ) -> None:
+    async def loop(self: turns.TurnRunner, session_id: str, turn_id: str, *args: Any) -> None:
         if turn_id not in execution_turns:
-            return await original(self, session_id, turn_id, text, unattended)
+            return await original(self, session_id, turn_id, *args)
 
-        async def nothing(_session_id: str) -> list[dict[str, Any]]:
-            return []
+        async def this_turn_only(_session_id: str) -> list[dict[str, Any]]:
+            entries = await self.host.storage.transcript(session_id)
+            return [content for _seq, turn, _role, content, _at in entries if turn == turn_id]
 
-        self._history = nothing  # type: ignore[assignment, method-assign]
+        self._history = this_turn_only  # type: ignore[assignment, method-assign]
         try:
-            return await original(self, session_id, turn_id, text, unattended)
+            return await original(self, session_id, turn_id, *args)
         finally:
             del self._history
 

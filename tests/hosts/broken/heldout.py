@@ -153,9 +153,11 @@ def _command_timeout_from_turn_start() -> None:
     original_start = Storage.start_turn
     original_run = turns.run_command
 
-    async def start_turn(self: Storage, turn_id: str, session_id: str, kind: str, at: int) -> None:
+    async def start_turn(
+        self: Storage, turn_id: str, session_id: str, kind: str, at: int, *rest: Any
+    ) -> None:
         started[turn_id] = at
-        await original_start(self, turn_id, session_id, kind, at)
+        await original_start(self, turn_id, session_id, kind, at, *rest)
 
     async def run_command(**kwargs: Any) -> Any:
         turn_id = kwargs.get("turn_id")

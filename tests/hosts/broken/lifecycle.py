@@ -1555,7 +1555,39 @@ def _cleared_shell_still_runs_commands() -> None:
     patch(Host, "session_configure", configure)
 
 
+@variant("prompt-stored-when-the-turn-ends")
+def _prompt_stored_when_the_turn_ends() -> None:
+    # The prompt is answered at once but written to the transcript only when its turn
+    # ends: a stop while the model is still answering loses a prompt the host accepted.
+    pending: dict[str, tuple[str, dict[str, Any], int]] = {}
+    original_start, original_end = Storage.start_turn, Storage.end_turn
+
+    async def start_turn(
+        self: Storage, turn_id: str, session_id: str, kind: str, at: int, *rest: Any
+    ) -> None:
+        if rest and rest[0] is not None:
+            pending[turn_id] = (session_id, rest[0], at)
+        await original_start(self, turn_id, session_id, kind, at)
+
+    async def end_turn(self: Storage, turn_id: str, state: str, at: int) -> None:
+        if turn_id in pending:
+            session_id, message, started = pending.pop(turn_id)
+            await self.append_transcript(session_id, turn_id, "user", message, started)
+        await original_end(self, turn_id, state, at)
+
+    patch(Storage, "start_turn", start_turn)
+    patch(Storage, "end_turn", end_turn)
+
+
 CASES = [
+    # -- restart: an accepted prompt survives -----------------------------------------------
+    BrokenCase(
+        "prompt-stored-when-the-turn-ends",
+        "restart_interruption",
+        "prompt_accepted_just_before_the_host",
+        "R1.3",
+        "lost the accepted prompt",
+    ),
     # -- restart: unfinished work is interrupted before the first answer -----------------
     BrokenCase(
         "answers-before-recovery",

@@ -174,14 +174,14 @@ def _renames_tool_calls_in_history() -> None:
 @variant("wraps-the-prompt")
 def _wraps_the_prompt() -> None:
     # The user's prompt reaches the model inside a wrapper of the host's.
-    original = turns.TurnRunner._loop
+    original = turns.TurnRunner.start
 
-    async def loop(
-        self: turns.TurnRunner, session_id: str, turn_id: str, user_text: str, unattended: bool
-    ) -> None:
-        await original(self, session_id, turn_id, f"The user asks: {user_text}", unattended)
+    async def start(
+        self: turns.TurnRunner, session: SessionRow, kind: str, text: str, *args: Any, **kw: Any
+    ) -> str:
+        return await original(self, session, kind, f"The user asks: {text}", *args, **kw)
 
-    patch(turns.TurnRunner, "_loop", loop)
+    patch(turns.TurnRunner, "start", start)
 
 
 @variant("announces-results-twice")
