@@ -9,6 +9,7 @@ the same :class:`~conformance.summary_model.Summary`.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import time
@@ -109,6 +110,12 @@ class ResultCollector:
                 with contextlib.suppress(OSError, ValueError):
                     stream.write(line)
                     stream.flush()
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        """Freeze what the run leaves: the process then exits without a last walk of it
+        (as each worker does, see :mod:`conformance.runtime`)."""
+        gc.freeze()
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:

@@ -9,6 +9,7 @@ the controlling process turns those into the reports.
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 import time
@@ -100,6 +101,17 @@ def pytest_configure(config: pytest.Config) -> None:
     for module in STEP_MODULES:
         if not config.pluginmanager.has_plugin(module):
             config.pluginmanager.import_plugin(module)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Freeze what the run leaves, so that the process exits without a last walk of it.
+
+    The interpreter's final garbage collection walked everything the scenarios left
+    behind (half a second per worker after a full run), and xdist waits for each worker
+    to exit before the reports are written.
+    """
+    gc.freeze()
 
 
 def pytest_bdd_apply_tag(tag: str, function: Any) -> bool | None:

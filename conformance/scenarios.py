@@ -88,8 +88,9 @@ def _info(
     )
 
 
+@cache
 def parse_feature(path: Path) -> Feature:
-    """Parse one feature file with pytest-bdd's own parser."""
+    """Parse one feature file with pytest-bdd's own parser (once per path; read it only)."""
     return FeatureParser(str(path.parent), path.name).parse()
 
 
