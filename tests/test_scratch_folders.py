@@ -1,0 +1,43 @@
+"""A run removes the scenarios' temporary folders, unless it is asked to keep them."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+from cli_runs import start_cli
+
+from reference_host.storage import DB_FILE
+
+ONE_SCENARIO = ("-k", "pending and title and question")  # one scenario that passes
+
+
+def test_keep_leaves_every_scenario_folder_with_its_data(tmp_path: Path) -> None:
+    run = start_cli(
+        "run", "--driver", "inprocess", "--report", str(tmp_path / "r"), "-q", "--keep",
+        *ONE_SCENARIO,
+    )  # fmt: skip
+    done = run.finish(120)
+    assert done.status == 0, done.output
+    found = re.search(r"temporary folders kept in (\S+)", done.stdout)
+    assert found, done.output
+    kept = Path(found.group(1))
+    try:
+        databases = list((kept / "scenarios").rglob(DB_FILE))
+        assert databases, sorted(str(p) for p in kept.rglob("*"))
+    finally:
+        shutil.rmtree(kept, ignore_errors=True)
+
+
+def test_without_keep_nothing_is_left_in_the_temporary_folder(tmp_path: Path) -> None:
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    run = start_cli(
+        "run", "--driver", "inprocess", "--report", str(tmp_path / "r"), "-q", *ONE_SCENARIO,
+        env={"TMPDIR": str(scratch)},
+    )  # fmt: skip
+    done = run.finish(120)
+    assert done.status == 0, done.output
+    assert "kept in" not in done.stdout
+    assert sorted(p.name for p in scratch.iterdir()) == []
