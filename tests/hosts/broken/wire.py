@@ -505,10 +505,8 @@ def _plan_turns_without_history() -> None:
 
     async def history(self: TurnRunner, session_id: str) -> list[dict[str, Any]]:
         session = await self.host.require_session(session_id)
-        if session.mode == "plan":
-            return []
         found: list[dict[str, Any]] = await original(self, session_id)
-        return found
+        return found[-1:] if session.mode == "plan" else found  # the turn's own prompt
 
     patch(TurnRunner, "_history", history)
 
