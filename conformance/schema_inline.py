@@ -19,6 +19,10 @@ from typing import Any
 from pi_contract import load_json
 
 _REF = "$ref"
+# keywords whose value is data, not a schema: never searched for references
+_DATA = frozenset({"const", "enum", "default", "examples"})
+# keywords whose value maps names (any names, "const" too) to schemas
+_NAMED_SCHEMAS = frozenset({"properties", "patternProperties", "dependentSchemas", "$defs"})
 # each schema file parsed once; never changed (inlining copies what it rewrites)
 _document = cache(load_json)
 
@@ -42,13 +46,24 @@ def _resolve(relative: str, pointer: str) -> Any:
     return node
 
 
+def _member(relative: str, key: str, value: Any, stack: tuple[tuple[str, str], ...]) -> Any:
+    """One keyword's value with the references in its schemas inlined."""
+    if key in _DATA:
+        return value
+    if key in _NAMED_SCHEMAS and isinstance(value, dict):
+        return {name: _walk(relative, schema, stack) for name, schema in value.items()}
+    return _walk(relative, value, stack)
+
+
 def _walk(relative: str, node: Any, stack: tuple[tuple[str, str], ...]) -> Any:
     if isinstance(node, list):
         return [_walk(relative, item, stack) for item in node]
     if not isinstance(node, dict):
         return node
     ref = node.get(_REF)
-    siblings = {key: _walk(relative, value, stack) for key, value in node.items() if key != _REF}
+    siblings = {
+        key: _member(relative, key, value, stack) for key, value in node.items() if key != _REF
+    }
     if not isinstance(ref, str):
         return siblings
     where = _target(relative, ref)

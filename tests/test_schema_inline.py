@@ -104,3 +104,20 @@ def test_a_recursive_reference_stays_a_reference_the_registry_resolves(
     validator = Draft202012Validator(schema, registry=registry)
     assert validator.is_valid({"children": [{"children": []}]})
     assert not validator.is_valid({"children": [{"leaf": 1}]})
+
+
+def test_data_that_looks_like_a_reference_is_left_as_it_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Values of const, enum, default and examples are data; a property may be named so."""
+    document = {
+        "$id": "https://adr0053.invalid/schemas/data.json",
+        "$defs": {
+            "Marker": {"const": {"$ref": "#/$defs/Other"}, "examples": [{"$ref": "x"}]},
+            "Named": {"properties": {"const": {"$ref": "#/$defs/Other"}}},
+            "Other": {"type": "string"},
+        },
+    }
+    monkeypatch.setattr(schema_inline, "_document", lambda relative: document)
+    assert inlined("data.json", "Marker") == document["$defs"]["Marker"]
+    assert inlined("data.json", "Named") == {"properties": {"const": {"type": "string"}}}
