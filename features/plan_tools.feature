@@ -4,8 +4,9 @@ Feature: What the agent may do while planning
   fixed set of read-and-investigate tools plus SubmitPlan, and refuses everything that
   would change the project on its own authority (§1). The tools it offers do their work,
   every call gets exactly one answer, a page preview never leaves the machine, no search
-  the model asks for can stall the host, and no tool takes an input its published shape
-  does not allow (project rules P9, P10, P22, P23, P27).
+  the model asks for can stall the host, no tool takes an input its published shape
+  does not allow, and without a project there are no files to work on (project rules P9,
+  P10, P22, P23, P27, P30).
 
   Background:
     Given a connected client
@@ -170,6 +171,23 @@ Feature: What the agent may do while planning
       Then the BrowserPreview call was refused with BROWSER_PREVIEW_REFUSED
       And the page on the network address was never requested
       And the model was not given that page's text
+
+  Rule: A session without a project has no files to work on (project rule P30)
+
+    @P30
+    Scenario Outline: A file tool in a session without a project is refused (<tool>)
+      Given a session without a project in <mode> mode
+      And the model will call <tool> with the input <input>
+      When the user sends a prompt
+      Then the <tool> call was refused with WORKSPACE_REQUIRED
+
+      Examples:
+        | tool  | mode  | input                                                       |
+        | Read  | Plan  | {"path": "notes.txt"}                                       |
+        | Glob  | Plan  | {"pattern": "*"}                                            |
+        | Grep  | Plan  | {"pattern": "a"}                                            |
+        | Write | Agent | {"path": "notes.txt", "content": "written"}                 |
+        | Edit  | Agent | {"path": "notes.txt", "old_string": "a", "new_string": "b"} |
 
   Rule: A tool takes only the input its published shape allows (project rule P27)
 

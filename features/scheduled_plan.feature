@@ -103,6 +103,12 @@ Feature: Scheduled tasks never plan unattended
       And the task is listed and stored as it was created
 
     @P29
+    Scenario: A new task without a project is reported as it was created
+      When the user creates a task without a project, with every other field given
+      Then the host reports the task as it was created
+      And the task is listed and stored as it was created
+
+    @P29
     Scenario: Every change to a task is reported and kept
       Given a scheduled task in Agent mode for the project
       When the user changes every field of the task

@@ -140,6 +140,12 @@ def create_unbound_plan_session(world: World) -> None:
     _create(world, "main", workspace_root=None, mode="plan").require_result()
 
 
+@given("a session without a project in Agent mode")
+def create_unbound_agent_session(world: World) -> None:
+    # permission mode auto: a refusal can only come from the missing project
+    _create(world, "main", workspace_root=None, permission_mode="auto").require_result()
+
+
 @given(parsers.parse("a session for the project with permission mode {permission}"))
 def create_session_with_permission(world: World, permission: str) -> None:
     _create(world, "main", permission_mode=permission_mode(permission)).require_result()

@@ -501,6 +501,15 @@ _STORED = {  # ScheduledTask field -> scheduled_tasks column
 
 @when("the user creates a task with every field given")
 def create_full_task(world: World) -> None:
+    _create_full_task(world, str(world.workspace))
+
+
+@when("the user creates a task without a project, with every other field given")
+def create_full_task_without_project(world: World) -> None:
+    _create_full_task(world, None)
+
+
+def _create_full_task(world: World, root: str | None) -> None:
     now = world.rpc.clock_get().now
     provider = mock_provider(world, "report-model")
     result = granted(
@@ -508,7 +517,7 @@ def create_full_task(world: World) -> None:
         "Weekly report",
         "Summarise what changed this week.",
         "agent",
-        str(world.workspace),
+        root,
         provider,
         permission_mode="accept-edits",
         run_at=now + 2 * 3_600_000,
@@ -518,7 +527,7 @@ def create_full_task(world: World) -> None:
         "name": "Weekly report",
         "prompt": "Summarise what changed this week.",
         "mode": "agent",
-        "workspaceRoot": str(world.workspace),
+        "workspaceRoot": root,
         "provider": plain(provider),
         "permissionMode": "accept-edits",
         "runAt": now + 2 * 3_600_000,

@@ -905,6 +905,19 @@ def _scheduled_run_resumed_after_restart() -> None:
 # -- a task reported and kept as given (P29) ---------------------------------------------
 
 
+@variant("task-needs-a-project")
+def _task_needs_a_project() -> None:
+    # Every scheduled task must name a project, although the schema lets workspaceRoot be null.
+    original = Tasks.create
+
+    async def create(self: Tasks, params: dict[str, Any]) -> dict[str, Any]:
+        if params.get("workspaceRoot") is None:
+            raise HostError("WORKSPACE_REQUIRED", "a scheduled task needs a project")
+        return await original(self, params)
+
+    patch(Tasks, "create", create)
+
+
 @variant("task-provider-not-reported")
 def _task_provider_not_reported() -> None:
     # The task keeps its provider, but every answer about it shows none.
@@ -1991,6 +2004,13 @@ CASES = [
         "under_way and restarts",
         "P28",
         "after the restart task/list shows the last run",
+    ),
+    BrokenCase(
+        "task-needs-a-project",
+        "scheduled_plan",
+        "task_without_a_project_is_reported",
+        "P29",
+        "WORKSPACE_REQUIRED",
     ),
     BrokenCase(
         "task-provider-not-reported",

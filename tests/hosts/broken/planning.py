@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import os
 import re
+import sys
 import unicodedata
 from collections.abc import Callable
 from dataclasses import replace
@@ -1081,7 +1082,34 @@ def _busy_after_a_refused_approval() -> None:
 
 PT, SP, AI = "plan_tools", "submit_plan", "artifact_integrity"
 
+
+@variant("no-project-tools-use-a-folder-of-their-own")
+def _no_project_tools_use_a_folder_of_their_own() -> None:
+    # Without a project the file tools work in a folder the host picks (one in its data
+    # directory here; a real host might take its own working folder) instead of refusing.
+    original = files.require_root
+    args = sys.argv
+    data_dir = Path(args[args.index("--data-dir") + 1]) if "--data-dir" in args else Path.cwd()
+
+    def require_root(ctx_root: Path | None) -> Path:
+        if ctx_root is None:
+            own = data_dir / "no-project"
+            own.mkdir(exist_ok=True)
+            return own
+        return original(ctx_root)
+
+    patch(files, "require_root", require_root)
+
+
 CASES = [
+    # P30
+    BrokenCase(
+        "no-project-tools-use-a-folder-of-their-own",
+        PT,
+        "file_tool_in_a_session_without_a_project",
+        "P30",
+        "expected WORKSPACE_REQUIRED",
+    ),
     # R1.4
     BrokenCase(
         "offers-write-in-plan", PT, "exactly_the_planning_tools", "R1.4", "the host offered"
