@@ -1,9 +1,10 @@
 @area:execution
 Feature: Executing an approved plan
   Approval hands the plan to the same agent, now in Agent mode with the chosen permission
-  mode. The execution is queued, runs, and completes; the agent starts from the approved
-  plan and the conversation that produced it. The permission mode then governs which tool
-  calls ask the user first, in the execution and in every later request (§3, §4).
+  mode. The execution is queued, runs, and completes (or is interrupted when its turn is
+  cancelled); the agent starts from the approved plan and the conversation that produced
+  it. The permission mode then governs which tool calls ask the user first, in the
+  execution and in every later request (§3, §4).
 
   Background:
     Given a connected client
@@ -20,6 +21,14 @@ Feature: Executing an approved plan
       When the model finishes its work
       Then the execution has completed
       And the session switched to Agent mode with permission mode auto
+
+    @R4.5
+    Scenario: An execution whose turn is cancelled is interrupted
+      Given the model will take its time to carry out the plan
+      When the user approves the plan with permission mode auto
+      Then the execution is running while the model works
+      When the user cancels the turn
+      Then the execution was interrupted
 
     @R4.7
     Scenario: The same agent carries out the plan, with the conversation that produced it

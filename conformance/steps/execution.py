@@ -289,6 +289,30 @@ def execution_completed(world: World) -> None:
     assert session["activeTurnId"] is None, f"the session still has a turn: {session}"
 
 
+@then("the execution was interrupted")
+@verifies("R4.5")
+def execution_interrupted(world: World) -> None:
+    execution_id = _execution_id(world)
+    turn = _execution_turn(world, execution_id)
+    _wait_state(world, execution_id, ("interrupted",))
+    since = world.cursors.approve
+    ended = world.wait_for("turn/ended", lambda p: p["turnId"] == turn["turnId"], since=since)
+    assert ended["outcome"] == "cancelled", f"the cancelled execution turn ended {ended}"
+    states = _states(world, execution_id)
+    assert states in (["running", "interrupted"], ["queued", "running", "interrupted"]), (
+        f"the execution was announced as {states}"
+    )
+    approval = read_back(world)
+    assert (approval["status"], approval["executionState"]) == ("approved", "interrupted"), (
+        f"after its turn was cancelled the approval reads {approval}"
+    )
+    row = stored_approval(world, approval["approvalId"])
+    assert (row["status"], row["execution_state"]) == ("approved", "interrupted"), row
+    session = read_session(world)
+    assert session["activeExecutionId"] is None, f"the session still runs {session}"
+    assert session["activeTurnId"] is None, f"the session still has a turn: {session}"
+
+
 @then("the execution runs to completion")
 @verifies("R4.5")
 def execution_runs_to_completion(world: World) -> None:

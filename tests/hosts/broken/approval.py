@@ -815,7 +815,28 @@ def _approves_beside_ending_execution() -> None:
     patch(Approvals, "approve", approve)
 
 
+@variant("cancelled-execution-left-running")
+def _cancelled_execution_left_running() -> None:
+    # Only a completed execution turn is recorded: one that was cancelled leaves its
+    # execution running and the session busy for ever.
+    original = Approvals.execution_finished
+
+    async def execution_finished(self: Approvals, approval_id: str, final: Any) -> None:
+        if final == "completed":
+            await original(self, approval_id, final)
+
+    patch(Approvals, "execution_finished", execution_finished)
+
+
 CASES = [
+    BrokenCase(
+        "cancelled-execution-left-running",
+        "execution",
+        "execution_whose_turn_is_cancelled",
+        "R4.5",
+        "no execution/updated notification matched",
+        slow=True,
+    ),
     BrokenCase(
         "failed-approve-is-storage-unavailable",
         "approval",
