@@ -270,47 +270,39 @@ def running_while_working(world: World) -> None:
 @then("the execution has completed")
 @verifies("R4.5")
 def execution_completed(world: World) -> None:
-    execution_id = _execution_id(world)
-    turn = _execution_turn(world, execution_id)
-    _wait_state(world, execution_id, ("completed",))
-    since = world.cursors.approve
-    world.wait_for("turn/ended", lambda p: p["turnId"] == turn["turnId"], since=since)
-    states = _states(world, execution_id)
-    assert states in (["running", "completed"], ["queued", "running", "completed"]), (
-        f"the execution was announced as {states}"
-    )
-    approval = read_back(world)
-    assert approval["executionState"] == "completed", (
-        f"after it completed the execution is reported {approval['executionState']}"
-    )
-    assert approval["status"] == "approved", f"the approval became {approval['status']}"
-    session = read_session(world)
-    assert session["activeExecutionId"] is None, f"the session still runs {session}"
-    assert session["activeTurnId"] is None, f"the session still has a turn: {session}"
+    _execution_ended(world, "completed")
 
 
 @then("the execution was interrupted")
 @verifies("R4.5")
 def execution_interrupted(world: World) -> None:
+    ended = _execution_ended(world, "interrupted")
+    assert ended["outcome"] == "cancelled", f"the cancelled execution turn ended {ended}"
+
+
+def _execution_ended(world: World, final: str) -> dict[str, Any]:
+    """The execution reached ``final`` once its turn ended: announced, reported by
+    approval/get and stored alike, and the session is free; the turn's turn/ended."""
     execution_id = _execution_id(world)
     turn = _execution_turn(world, execution_id)
-    _wait_state(world, execution_id, ("interrupted",))
+    _wait_state(world, execution_id, (final,))
     since = world.cursors.approve
     ended = world.wait_for("turn/ended", lambda p: p["turnId"] == turn["turnId"], since=since)
-    assert ended["outcome"] == "cancelled", f"the cancelled execution turn ended {ended}"
     states = _states(world, execution_id)
-    assert states in (["running", "interrupted"], ["queued", "running", "interrupted"]), (
+    assert states in (["running", final], ["queued", "running", final]), (
         f"the execution was announced as {states}"
     )
     approval = read_back(world)
-    assert (approval["status"], approval["executionState"]) == ("approved", "interrupted"), (
-        f"after its turn was cancelled the approval reads {approval}"
+    assert approval["executionState"] == final, (
+        f"after its turn ended the execution is reported {approval['executionState']}"
     )
+    assert approval["status"] == "approved", f"the approval became {approval['status']}"
     row = stored_approval(world, approval["approvalId"])
-    assert (row["status"], row["execution_state"]) == ("approved", "interrupted"), row
+    assert (row["status"], row["execution_state"]) == ("approved", final), row
     session = read_session(world)
     assert session["activeExecutionId"] is None, f"the session still runs {session}"
     assert session["activeTurnId"] is None, f"the session still has a turn: {session}"
+    return ended
 
 
 @then("the execution runs to completion")
