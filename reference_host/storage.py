@@ -272,11 +272,7 @@ class Storage:
     ) -> None:
         """Append one provider-format message to a session's transcript."""
         async with self.transaction() as conn:
-            await conn.execute(
-                "INSERT INTO transcript (session_id, turn_id, role, content, created_at) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (session_id, turn_id, role, _json_column(content), at),
-            )
+            await _insert_transcript(conn, session_id, turn_id, role, content, at)
 
     async def transcript(self, session_id: str) -> list[tuple[int, str | None, str, Any, int]]:
         """(seq, turn id, role, content, created_at) of each entry, in order."""
@@ -310,11 +306,7 @@ class Storage:
                 (turn_id, session_id, kind, at),
             )
             if user_message is not None:
-                await conn.execute(
-                    "INSERT INTO transcript (session_id, turn_id, role, content, created_at) "
-                    "VALUES (?, ?, 'user', ?, ?)",
-                    (session_id, turn_id, _json_column(user_message), at),
-                )
+                await _insert_transcript(conn, session_id, turn_id, "user", user_message, at)
 
     async def end_turn(self, turn_id: str, state: str, at: int) -> None:
         """Record how a turn ended."""
@@ -488,6 +480,22 @@ def _file_uri(path: Path) -> str:
     """An SQLite URI for ``path`` that refuses symbolic links."""
     quoted = str(path).replace("%", "%25").replace("?", "%3f").replace("#", "%23")
     return f"file:{quoted}?nofollow=1"
+
+
+async def _insert_transcript(
+    conn: aiosqlite.Connection,
+    session_id: str,
+    turn_id: str | None,
+    role: str,
+    content: dict[str, Any],
+    at: int,
+) -> None:
+    """One transcript row, inside the caller's transaction."""
+    await conn.execute(
+        "INSERT INTO transcript (session_id, turn_id, role, content, created_at) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (session_id, turn_id, role, _json_column(content), at),
+    )
 
 
 def _json_column(value: Any) -> str:

@@ -622,23 +622,17 @@ def _execution_turns() -> set[str]:
 def _execution_without_history() -> None:
     # The execution turn starts a fresh conversation: only the execution prompt.
     execution_turns = _execution_turns()
-    original = turns.TurnRunner._loop
+    original = turns.TurnRunner._history
 
-    async def loop(self: turns.TurnRunner, session_id: str, turn_id: str, *args: Any) -> None:
+    async def history(self: turns.TurnRunner, session_id: str) -> list[dict[str, Any]]:
+        turn_id = self.host.activity_of(session_id).active_turn_id
         if turn_id not in execution_turns:
-            return await original(self, session_id, turn_id, *args)
+            found: list[dict[str, Any]] = await original(self, session_id)
+            return found
+        entries = await self.host.storage.transcript(session_id)
+        return [content for _seq, turn, _role, content, _at in entries if turn == turn_id]
 
-        async def this_turn_only(_session_id: str) -> list[dict[str, Any]]:
-            entries = await self.host.storage.transcript(session_id)
-            return [content for _seq, turn, _role, content, _at in entries if turn == turn_id]
-
-        self._history = this_turn_only  # type: ignore[assignment, method-assign]
-        try:
-            return await original(self, session_id, turn_id, *args)
-        finally:
-            del self._history
-
-    patch(turns.TurnRunner, "_loop", loop)
+    patch(turns.TurnRunner, "_history", history)
 
 
 @variant("execution-runs-in-plan-session")
