@@ -103,6 +103,16 @@ CASES = [
         ("--report", "is a file", "give a folder"),
     ),
     Case(
+        "scratch-dir-is-a-file",
+        lambda d: ["--scratch-dir", _file(d, "plain", "")],
+        ("--scratch-dir", "is a file", "give a folder for the scenarios' temporary folders"),
+    ),
+    Case(
+        "scratch-dir-under-a-file",
+        lambda d: ["--scratch-dir", str(Path(_file(d, "plain", "")) / "scratch")],
+        ("--scratch-dir", "a folder on its path is a file", "give a folder"),
+    ),
+    Case(
         "host-module-not-importable",
         lambda d: ["--host-module", "no_such_host_module:serve"],
         ("--host-module", "No module named 'no_such_host_module'", "module:function"),

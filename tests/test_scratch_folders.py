@@ -41,3 +41,18 @@ def test_without_keep_nothing_is_left_in_the_temporary_folder(tmp_path: Path) ->
     assert done.status == 0, done.output
     assert "kept in" not in done.stdout
     assert sorted(p.name for p in scratch.iterdir()) == []
+
+
+def test_scratch_dir_holds_the_scenario_folders(tmp_path: Path) -> None:
+    scratch = tmp_path / "scratch"  # created by the run
+    run = start_cli(
+        "run", "--driver", "inprocess", "--report", str(tmp_path / "r"), "-q", "--keep",
+        "--scratch-dir", str(scratch), *ONE_SCENARIO,
+    )  # fmt: skip
+    done = run.finish(120)
+    assert done.status == 0, done.output
+    found = re.search(r"temporary folders kept in (\S+)", done.stdout)
+    assert found, done.output
+    kept = Path(found.group(1))
+    assert kept.parent == scratch.resolve()
+    assert list((kept / "scenarios").rglob(DB_FILE)), sorted(str(p) for p in kept.rglob("*"))

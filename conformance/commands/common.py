@@ -38,10 +38,24 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+AUTO_WORKERS = 0  # what ``-n auto`` parses to; :func:`auto_workers` resolves it per driver
+
+
+def auto_workers(driver_name: str) -> int:
+    """The workers ``-n auto`` means: one per core (at least 2), one more in-process.
+
+    An in-process worker runs its host and the harness under one interpreter lock, so it
+    uses at most one core, and that core idles while the host waits on a timer or the
+    disk; a third worker on two cores fills those gaps (docs/performance.md).
+    """
+    cores = max(2, os.cpu_count() or 2)
+    return cores + 1 if driver_name == "inprocess" else cores
+
+
 def workers(text: str) -> int:
-    """argparse type: a positive worker count, or 'auto' for one per core (at least 2)."""
+    """argparse type: a positive worker count, or 'auto' (:data:`AUTO_WORKERS`)."""
     if text == "auto":
-        return max(2, os.cpu_count() or 2)
+        return AUTO_WORKERS
     try:
         value = int(text)
     except ValueError:
@@ -55,11 +69,11 @@ def workers(text: str) -> int:
     return value
 
 
-def writable_folder(path: Path, option: str) -> Path:
+def writable_folder(path: Path, option: str, purpose: str = "the reports") -> Path:
     """Create ``path`` if needed and prove a file can be written in it."""
     resolved = path.expanduser().resolve()
     if resolved.exists() and not resolved.is_dir():
-        raise UsageProblem(f"{option}: {str(path)!r} is a file; give a folder for the reports")
+        raise UsageProblem(f"{option}: {str(path)!r} is a file; give a folder for {purpose}")
     try:
         resolved.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=resolved, prefix=".pi-write-check-"):
@@ -72,7 +86,7 @@ def writable_folder(path: Path, option: str) -> Path:
     except OSError as problem:
         reason = problem.strerror or str(problem)
         raise UsageProblem(
-            f"{option}: cannot write a report into {str(path)!r}: {reason}; "
+            f"{option}: cannot write {purpose} into {str(path)!r}: {reason}; "
             "give a folder that can be created and written"
         ) from None
     return resolved

@@ -34,6 +34,7 @@ from conformance.collector import (
     write_reports,
 )
 from conformance.commands.common import (
+    AUTO_WORKERS,
     EXIT_HARNESS,
     EXIT_MAX_TIME,
     EXIT_OK,
@@ -42,6 +43,7 @@ from conformance.commands.common import (
     EXIT_SIGINT,
     EXIT_SIGTERM,
     UsageProblem,
+    auto_workers,
     checked_areas,
     positive_seconds,
     workers,
@@ -61,6 +63,7 @@ from conformance.reports import REPORT_FILES, SUMMARY_FILE, load_summary
 from conformance.reports.text import STATUS_LABEL, render_console, scenario_line
 from conformance.requirements import active_catalog
 from conformance.scenarios import all_scenarios
+from conformance.scratch import scratch_parent
 from conformance.selection import Selection, SelectionError, select
 from conformance.summary_model import Preflight, RunInfo, ScenarioResult, Summary
 from conformance.verdicts import INTERRUPTED_REASON, PREFLIGHT_REASON
@@ -112,13 +115,25 @@ def add_parsers(commands: Any) -> None:
         f"(default {DEFAULT_SCENARIO_TIMEOUT:g})",
     )
     run.add_argument("--max-time", type=positive_seconds, help="longest time for the whole run")
-    run.add_argument("-n", "--workers", type=workers, default=workers("auto"), help="N or auto")
+    run.add_argument(
+        "-n",
+        "--workers",
+        type=workers,
+        default=AUTO_WORKERS,
+        help="N or auto (default: one per core, and one more with the inprocess driver)",
+    )
     run.add_argument("-x", "--exitfirst", action="store_true", help="stop at the first failure")
     run.add_argument(
         "--require-full", action="store_true", help="count unverified scenarios as failures"
     )
     run.add_argument("--no-preflight", action="store_true", help="skip the host preflight")
     run.add_argument("--keep", action="store_true", help="keep the scenarios' temporary folders")
+    run.add_argument(
+        "--scratch-dir",
+        type=Path,
+        help="folder for the scenarios' temporary folders (default: a memory-backed file "
+        "system when the machine has one, else the system's temporary folder)",
+    )
     run.add_argument("-q", "--quiet", action="store_true", help="print only what did not pass")
     run.set_defaults(handler=run_command)
 
@@ -226,6 +241,12 @@ def check_arguments(args: argparse.Namespace) -> Plan:
     except ExpectationsError as problem:
         raise UsageProblem(f"--expectations: {problem}") from None
     report_dir = writable_folder(args.report, "--report")
+    if args.scratch_dir is not None:
+        args.scratch_dir = writable_folder(
+            args.scratch_dir, "--scratch-dir", "the scenarios' temporary folders"
+        )
+    if args.workers == AUTO_WORKERS:
+        args.workers = auto_workers(driver_name)
     return Plan(driver, driver_name, label, selection, expectations, report_dir, wanted, args.shard)
 
 
@@ -282,7 +303,7 @@ def run_command(args: argparse.Namespace) -> int:
         (plan.report_dir / name).unlink(missing_ok=True)
     # Hosts run in sessions of their own: adopting orphans keeps them findable to the end.
     become_subreaper()
-    scratch = Path(tempfile.mkdtemp(prefix="pi-conformance-"))
+    scratch = Path(tempfile.mkdtemp(prefix="pi-conformance-", dir=scratch_parent(args.scratch_dir)))
     _handle_stop_signals(_StopBeforeSuite(scratch))
     if args.max_time:
         signal.setitimer(signal.ITIMER_REAL, args.max_time)  # the whole run, preflight too
@@ -425,10 +446,19 @@ class Supervisor:
             str(suite),
             "-c",
             str(suite / "pytest.ini"),
+            # Plugins are named, not discovered (PYTEST_DISABLE_PLUGIN_AUTOLOAD): other
+            # plugins installed beside the harness (typeguard's, anyio's, hypothesis's,
+            # whose session-end import alone can take seconds) cost every process of the
+            # run their import and add nothing to it. Name one with -- -p NAME.
+            "-p",
+            "pytest_bdd.plugin",
+            "-p",
+            "conformance.plugin",
             "-p",
             "no:cacheprovider",
+            # collecting every object after each test finds nothing the reports use
             "-p",
-            "no:hypothesispytest",  # its session-end import alone can take seconds
+            "no:unraisableexception",
             "-q",
             "--tb=short",
             "--basetemp",
@@ -470,9 +500,7 @@ class Supervisor:
             argv.append("-x")
         worker_count = min(self.args.workers, len(self.plan.selection.chosen))
         if worker_count > 1:
-            argv += ["-n", str(worker_count), "--dist", "worksteal"]
-        else:
-            argv += ["-p", "no:xdist"]
+            argv += ["-p", "xdist.plugin", "-n", str(worker_count), "--dist", "worksteal"]
         return [*argv, *self.args.pytest_args]
 
     def start(self) -> None:
@@ -485,7 +513,11 @@ class Supervisor:
         features = sorted({s.feature_file for s in self.plan.selection.chosen})
         self.child = subprocess.Popen(
             self.pytest_argv(write_fd),
-            env={**os.environ, FEATURES_ENV: ",".join(features)},
+            env={
+                **os.environ,
+                FEATURES_ENV: ",".join(features),
+                "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+            },
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -19,6 +19,7 @@ from conformance.explore.invariants import InvariantBrokenError
 from conformance.explore.machine import ExploreContext, Explorer, OutOfTimeError
 from conformance.explore.story import Story
 from conformance.mock_provider import MockProvider
+from conformance.scratch import scratch_parent
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,10 @@ def explore(driver: HostDriver, settings: ExploreSettings) -> ExploreResult:
     def take(message: object) -> None:
         report.append(str(message))
 
-    with MockProvider() as provider, tempfile.TemporaryDirectory(prefix="pi-explore-") as tmp:
+    with (
+        MockProvider() as provider,
+        tempfile.TemporaryDirectory(prefix="pi-explore-", dir=scratch_parent()) as tmp,
+    ):
         root = Path(tmp)
         traits = probe(driver, root / "probe", settings.timeout)
         context = ExploreContext(

@@ -36,6 +36,7 @@ from conformance.fuzz.oracle import (
 from conformance.fuzz.schemas import request_methods
 from conformance.fuzz.strategies import VALID, Case, Places, cases, garbage
 from conformance.mock_provider import MockProvider, ScriptedToolCall, TextReply, ToolCallsReply
+from conformance.scratch import scratch_parent
 
 CLOCK_METHODS: Final = ("conformance/clock/set", "conformance/clock/advance")
 POOL_LIMIT: Final = 16
@@ -502,7 +503,10 @@ def fuzz(driver: HostDriver, settings: FuzzSettings) -> FuzzReport:
     """Fuzz ``driver``'s host; the report holds the counts and every finding."""
     started = time.monotonic()
     report = FuzzReport()
-    with MockProvider() as provider, tempfile.TemporaryDirectory(prefix="pi-fuzz-") as tmp:
+    with (
+        MockProvider() as provider,
+        tempfile.TemporaryDirectory(prefix="pi-fuzz-", dir=scratch_parent()) as tmp,
+    ):
         provider.set_fallback(FALLBACK)  # any turn the fuzzing starts just ends
         target = Target(driver, provider, Path(tmp), settings.timeout)
         target.start()

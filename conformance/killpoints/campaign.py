@@ -31,6 +31,7 @@ from conformance.killpoints.checks import Checker, integrity, journal_lines, rea
 from conformance.killpoints.history import History
 from conformance.killpoints.workload import PHASES, KillPoint, Workload
 from conformance.mock_provider import MockProvider
+from conformance.scratch import scratch_parent
 from conformance.storage_inspector import DB_FILE
 from conformance.storage_seed import seed_v8
 
@@ -358,7 +359,7 @@ def run_campaign(
     """Run every kill point of ``settings``."""
     began = time.monotonic()
     results: list[RunResult] = []
-    with tempfile.TemporaryDirectory(prefix="kill-points-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="kill-points-", dir=scratch_parent()) as scratch:
         campaign = Campaign(settings, Path(scratch))
         for phase, seed in run_seeds(settings):
             result = campaign.run(phase, seed)
