@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -195,13 +196,24 @@ class _PipeReader(io.RawIOBase):
 TOKEN_VARIABLE = "PI_CONFORMANCE_HOST_TOKEN"
 
 
-def _processes_with_token(token: str) -> list[int]:
-    """PIDs whose environment carries ``token`` (through psutil: Linux and macOS)."""
+# psutil's process start times count from the boot time, which Linux gives in whole seconds
+START_TIME_SLACK_S = 2.0
+
+
+def _processes_with_token(token: str, since: float) -> list[int]:
+    """PIDs whose environment carries ``token`` (through psutil: Linux and macOS).
+
+    Only processes started after ``since`` (a :func:`time.time`, taken before the token
+    was handed out) can carry it, so older ones are passed over without reading their
+    environment: on a busy CI machine that is most of them.
+    """
     import psutil  # only when a host is stopped: it is slow to import
 
     found: list[int] = []
     for process in psutil.process_iter():
         try:
+            if process.create_time() < since - START_TIME_SLACK_S:
+                continue
             if process.environ().get(TOKEN_VARIABLE) == token:
                 found.append(process.pid)
         except psutil.Error:
@@ -220,6 +232,7 @@ class SubprocessHost:
 
     def __init__(self, command: Sequence[str], data_dir: Path, env: dict[str, str]) -> None:
         self._stderr = _TailBuffer()
+        self._started = time.time()
         self._token = uuid.uuid4().hex
         env = {**env, TOKEN_VARIABLE: self._token}
         argv = [*command, "--data-dir", str(data_dir), "--conformance"]
@@ -296,7 +309,7 @@ class SubprocessHost:
         # Children the host left behind (shell commands) must not outlive the scenario.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
-        for pid in _processes_with_token(self._token):
+        for pid in _processes_with_token(self._token, self._started):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         self._drain.join(timeout=STOP_TIMEOUT)
@@ -332,6 +345,7 @@ class InProcessHost:
         self._stderr = _TailBuffer()
         # Commands the host starts inherit this process's environment; the token lets
         # stop() end any that escaped the host's own cleanup.
+        self._started = time.time()
         self._token = uuid.uuid4().hex
         os.environ[TOKEN_VARIABLE] = self._token
         host_in, self._to_host_fd = os.pipe()
@@ -376,7 +390,7 @@ class InProcessHost:
         with contextlib.suppress(OSError):
             self._to_host.close()
         self._thread.join(timeout)
-        for pid in _processes_with_token(self._token):
+        for pid in _processes_with_token(self._token, self._started):
             if pid != os.getpid():
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)

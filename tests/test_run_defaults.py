@@ -1,4 +1,4 @@
-"""Where a run's temporary folders go: --scratch-dir, then TMPDIR, then a tmpfs with room."""
+"""Where a run's temporary folders go, and how many workers share a run."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from conformance import scratch
+from conformance.commands import common
 
 
 def _table(tmp_path: Path, *lines: str) -> Path:
@@ -61,3 +62,15 @@ def test_without_tmpdir_a_memory_folder_is_used_when_there_is_one(
 ) -> None:
     monkeypatch.delenv("TMPDIR", raising=False)
     assert scratch.scratch_parent() == scratch.memory_folder()
+
+
+def test_auto_workers_are_one_per_core_and_one_more_in_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    assert common.workers("auto") == common.AUTO_WORKERS
+    assert common.auto_workers("subprocess") == 4
+    assert common.auto_workers("inprocess") == 5
+    monkeypatch.setattr(os, "cpu_count", lambda: None)  # unknown: two cores at least
+    assert common.auto_workers("subprocess") == 2
+    assert common.workers("3") == 3
