@@ -250,8 +250,15 @@ def check_arguments(args: argparse.Namespace) -> Plan:
     return Plan(driver, driver_name, label, selection, expectations, report_dir, wanted, args.shard)
 
 
-class _Stopped(Exception):
-    """A signal, or --max-time, ended the run before the suite started."""
+class _Stopped(BaseException):
+    """A signal, or --max-time, ended the run before the suite started.
+
+    A BaseException, as KeyboardInterrupt is: it is raised by a signal handler wherever
+    the main thread happens to be, and code that handles its own errors must not take it
+    for one of them. Inside ``Thread.start`` in particular, an ``Exception`` raised just as
+    the new thread began would have been taken for a failed start, leaving that thread to
+    die with a traceback on the console.
+    """
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
