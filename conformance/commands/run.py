@@ -78,7 +78,8 @@ def add_parsers(commands: Any) -> None:
         "run",
         help="run the features against a host",
         description="Run the conformance suite against a host and write its reports. "
-        "Options after -- go to pytest unchanged.",
+        "Options after -- go to pytest unchanged; pytest plugins installed beside the "
+        "harness are not loaded unless named there with -p NAME.",
     )
     target = run.add_mutually_exclusive_group()
     target.add_argument(
