@@ -20,7 +20,7 @@ def test_a_stop_while_a_thread_starts_leaves_the_thread_whole(
 ) -> None:
     unraisable: list[Any] = []
     monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
-    start_new_thread = threading._start_new_thread  # type: ignore[attr-defined]
+    start_new_thread = threading._start_new_thread
 
     def start_then_signal(function: Any, args: Any) -> int:
         # the signal arrives just as the new thread exists, before start() has returned
