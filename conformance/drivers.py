@@ -196,8 +196,10 @@ class _PipeReader(io.RawIOBase):
 TOKEN_VARIABLE = "PI_CONFORMANCE_HOST_TOKEN"
 
 
-# psutil's process start times count from the boot time, which Linux gives in whole seconds
-START_TIME_SLACK_S = 2.0
+# psutil's process start times count from the boot time, which Linux gives in whole
+# seconds, and the wall clock may be stepped meanwhile; a minute of slack still passes over
+# the long-lived processes that make up most of a busy machine
+START_TIME_SLACK_S = 60.0
 
 
 def _processes_with_token(token: str, since: float) -> list[int]:
