@@ -1572,8 +1572,11 @@ def _cleared_shell_still_runs_commands() -> None:
 def _prompt_stored_when_the_turn_ends() -> None:
     # The prompt is answered at once but written to the transcript only when its turn
     # ends: a stop while the model is still answering loses a prompt the host accepted.
+    # Until then the host keeps it in memory and gives it to the model as usual, so the
+    # only thing wrong is what a stop leaves in storage.
     pending: dict[str, tuple[str, dict[str, Any], int]] = {}
     original_start, original_end = Storage.start_turn, Storage.end_turn
+    original_transcript = Storage.transcript
 
     async def start_turn(
         self: Storage, turn_id: str, session_id: str, kind: str, at: int, *rest: Any
@@ -1588,8 +1591,21 @@ def _prompt_stored_when_the_turn_ends() -> None:
             await self.append_transcript(session_id, turn_id, "user", message, started)
         await original_end(self, turn_id, state, at)
 
+    async def transcript(
+        self: Storage, session_id: str
+    ) -> list[tuple[int, str | None, str, Any, int]]:
+        entries = await original_transcript(self, session_id)
+        for turn_id, (owner, message, started) in pending.items():
+            if owner != session_id:
+                continue
+            # the prompt goes before the turn's own stored messages, as it would be stored
+            at = next((i for i, e in enumerate(entries) if e[1] == turn_id), len(entries))
+            entries.insert(at, (-1, turn_id, "user", message, started))
+        return entries
+
     patch(Storage, "start_turn", start_turn)
     patch(Storage, "end_turn", end_turn)
+    patch(Storage, "transcript", transcript)
 
 
 CASES = [
