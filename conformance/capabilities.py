@@ -61,3 +61,15 @@ def shell_of_kind(world: World, kind: str) -> dict[str, Any]:
         f"the host's shell catalog has no shell of kind {kind!r}, which this check needs: "
         f"{SHELL_KINDS.get(kind, kind)}",
     )
+
+
+def require_output_room(world: World, size: int) -> None:
+    """Unverified when the host's announced output cap (its choice, P20) is below the
+    ``size`` bytes of command output a check needs whole."""
+    cap = int(world.capabilities()["maxCommandOutputBytes"])
+    if cap < size:
+        raise Unverified(
+            "maxCommandOutputBytes",
+            f"the announced output cap of {cap} bytes is smaller than the {size} bytes of "
+            "output this check needs whole",
+        )

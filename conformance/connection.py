@@ -16,7 +16,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
-from conformance.contract import ContractChecker, Direction, Violation, dumps, parse_line
+from conformance.contract import (
+    NOT_COMPACT,
+    ContractChecker,
+    Direction,
+    Violation,
+    dumps,
+    is_compact,
+    parse_line,
+)
 
 __all__ = [
     "Closed",
@@ -312,6 +320,9 @@ class Connection:
             answered_method = self._responses[key].method
         request_method = pending_method or answered_method
         violation = self.checker.check_incoming(message, request_method, raw)
+        if violation is None and not is_compact(line):
+            method = message.get("method") if isinstance(message, dict) else None
+            violation = Violation("host-to-client", method or request_method, "", NOT_COMPACT, raw)
         if violation is not None:
             self.violations.append(violation)
             events.append(ViolationFound(violation))

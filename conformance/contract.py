@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -82,6 +83,25 @@ def loads(text: str | bytes) -> Any:
 def dumps(message: Any) -> str:
     """One compact JSON line body; non-finite numbers raise :class:`ValueError`."""
     return json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+# A JSON string literal, unrolled (runs of plain characters between escapes) so that a
+# long string is skipped in one pass.
+_STRING_LITERAL = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_JSON_WHITESPACE = re.compile(rb"[ \t\r]")
+NOT_COMPACT = (
+    "not compact JSON: whitespace between tokens (a message is one compact JSON object "
+    "per line, with nothing but the newline after it)"
+)
+
+
+def is_compact(line: bytes) -> bool:
+    """Whether a JSON frame (without its newline) has no whitespace outside its strings; a
+    CR before the newline is tolerated."""
+    line = line.removesuffix(b"\r")
+    if _JSON_WHITESPACE.search(line) is None:
+        return True
+    return _JSON_WHITESPACE.search(_STRING_LITERAL.sub(b"", line)) is None
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,23 @@ Feature: Immutable host-written plan artifacts
       Then the artifact carries neither the title nor the question
       And the title and question are stored as fields of the approval record
 
+    @R2.6 @R4.3
+    Scenario Outline: Title and question are kept exactly as submitted (<text>)
+      Given a session for the project in Plan mode
+      And the model will submit a plan whose title and question have <text>
+      When the user asks for a plan
+      Then the title and question are stored as fields of the approval record
+      And the title and question are reported exactly as submitted
+
+      Examples:
+        | text                       |
+        | surrounding spaces         |
+        | line breaks                |
+        | tabs and runs of spaces    |
+        | characters outside the BMP |
+        | decomposed accents         |
+        | nothing at all             |
+
   Rule: The host owns the artifact's folder and name (§2)
 
     @R2.2

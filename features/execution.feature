@@ -30,6 +30,12 @@ Feature: Executing an approved plan
       When the user cancels the turn
       Then the execution was interrupted
 
+    @R4.5
+    Scenario: An execution whose turn fails is interrupted
+      Given the model provider will refuse the request that carries out the plan
+      When the user approves the plan with permission mode auto
+      Then the execution's turn failed and the execution was interrupted
+
     @R4.7
     Scenario: The same agent carries out the plan, with the conversation that produced it
       When the user approves the plan with permission mode auto

@@ -36,12 +36,13 @@ Feature: Protocol handshake and storage version
       And nothing was created before the connection was opened
 
       Examples:
-        | request                   |
-        | the list of sessions      |
-        | a new session             |
-        | a new scheduled task      |
-        | the list of shells        |
-        | the time on the host clock |
+        | request                           |
+        | the list of sessions              |
+        | a new session                     |
+        | a new scheduled task              |
+        | the list of shells                |
+        | the time on the host clock        |
+        | a method that was never published |
 
     @P6
     Scenario: The connection is opened only once

@@ -24,6 +24,7 @@ Feature: Upgrading storage from v8 to v10, and refusing what cannot be served
       When the host starts on that data directory
       Then the database is at schema version 10
       And the database has the structure of the published v10 schema
+      And the database file is in write-ahead-log mode
 
   Rule: The approvals of the old Plan contract are kept as legacy records (§4, §7, project rule P16)
 

@@ -36,6 +36,18 @@ Feature: Malformed input
         | a request for another version of JSON-RPC  |
 
     @P1
+    Scenario Outline: A malformed line without an identifier is answered all the same (<value>)
+      When the client offers <value> as a request
+      Then the host answers it with <refusal>
+      And the host keeps serving requests
+
+      Examples:
+        | value                                              | refusal                           |
+        | a line without an id that has a member of its own  | INVALID_REQUEST                   |
+        | a line without an id whose params are null         | INVALID_REQUEST or INVALID_PARAMS |
+        | a line without an id whose params are a list       | INVALID_REQUEST or INVALID_PARAMS |
+
+    @P1
     Scenario: Blank lines between requests are ignored
       When the client sends blank lines around two requests
       Then the host answers exactly the two requests
@@ -102,6 +114,42 @@ Feature: Malformed input
         | the mode together with an unknown permission mode |
         | the model together with an unknown mode           |
         | the permission mode together with a malformed shell |
+
+    @P4
+    Scenario Outline: Broken params are refused as such while the session is busy (<request>)
+      Given the model takes its time to answer
+      And the user started a turn
+      When the client sends <request> whose params break the schema
+      Then the request is refused with INVALID_PARAMS
+      And the turn is still running
+
+      Examples:
+        | request                   |
+        | a change of configuration |
+        | a prompt                  |
+
+    @P4
+    Scenario Outline: Broken params are refused as such while a plan awaits approval (<request>)
+      Given a plan titled "Waiting" is awaiting approval
+      When the client sends <request> whose params break the schema
+      Then the request is refused with INVALID_PARAMS
+      And an approval is pending for the plan titled "Waiting"
+
+      Examples:
+        | request                   |
+        | a change of configuration |
+        | a prompt                  |
+
+    @P4
+    Scenario Outline: Broken params are refused as such for a session that does not exist (<request>)
+      When the client sends <request> for a session that does not exist, with params that break the schema
+      Then the request is refused with INVALID_PARAMS
+      And the host keeps serving requests
+
+      Examples:
+        | request                   |
+        | a change of configuration |
+        | a prompt                  |
 
     @P4
     Scenario Outline: A value out of the published range is refused (<value>)

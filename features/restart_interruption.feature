@@ -36,6 +36,15 @@ Feature: A restart interrupts, and never replays
         | stops                    |
         | crashes and starts again |
 
+    @R4.10 @P32
+    Scenario: A plan whose deadline passed while the host was down is interrupted, not expired
+      Given the host clock was set back an hour
+      And a plan titled "Overdue" is awaiting approval
+      When the host restarts
+      Then the restarted host's clock is past the plan's deadline
+      And the first answer after the restart shows the approval interrupted
+      And the interruption is recorded with TURN_INTERRUPTED
+
     @R4.13
     Scenario: After the restart the user can ask for a new plan
       Given a plan titled "Waiting" is awaiting approval

@@ -94,6 +94,15 @@ Feature: Scheduled tasks never plan unattended
       Then the Write call ran
       And the run went on to completion
 
+    @P8 @R5.9
+    Scenario: While a run is under way, an interactive session still asks its user
+      Given a scheduled task in Agent mode for the project
+      And the model will take its time to answer the task
+      And the task was run and is waiting for the model
+      And a session for the project with permission mode ask
+      When the model calls Write in the user's session while the run is under way
+      Then the user of that session is asked before the Write runs
+
   Rule: A task is reported and kept as the user gave it (project rule P29)
 
     @P29

@@ -194,3 +194,19 @@ Feature: Sessions and their configuration
       And the model will answer "Back to work."
       When the user talks to the agent
       Then the agent answered "Back to work."
+
+  Rule: The user's words and the model's answer pass through unchanged (project rule P31)
+
+    @P31
+    Scenario: A prompt reaches the model exactly as the user typed it
+      Given a session for the project
+      And the model will answer "Noted."
+      When the user sends a prompt framed by blank lines and indentation
+      Then the model was given the prompt exactly as typed
+
+    @P31
+    Scenario: The model's answer reaches the user exactly as the model gave it
+      Given a session for the project
+      And the model will answer with blank lines, indentation and trailing spaces
+      When the user talks to the agent
+      Then the answer shown to the user is exactly the model's answer

@@ -34,7 +34,7 @@ class FakeClock:
 
 
 def line(message: Any) -> bytes:
-    return (json.dumps(message) + "\n").encode()
+    return (json.dumps(message, separators=(",", ":")) + "\n").encode()
 
 
 def result(request_id: Any, body: dict[str, Any]) -> bytes:
@@ -120,6 +120,44 @@ def test_end_of_output_with_nothing_buffered_only_closes() -> None:
 def test_a_line_ending_in_crlf_is_still_json() -> None:
     conn = Connection()
     events = conn.receive_data(text_note().replace(b"\n", b"\r\n"))
+    assert kinds(events) == ["NotificationReceived"]
+    assert conn.violations == []
+
+
+_NOTE = b'"method":"turn/text","params":{"sessionId":"s","turnId":"t","text":"hi"}'
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"jsonrpc": "2.0",' + _NOTE + b"}\n",
+        b' {"jsonrpc":"2.0",' + _NOTE + b"}\n",
+        b'{"jsonrpc":"2.0",' + _NOTE + b" }\n",
+        b'{"jsonrpc":"2.0",\t' + _NOTE + b"}\n",
+    ],
+)
+def test_whitespace_between_tokens_is_a_violation_but_the_message_counts(data: bytes) -> None:
+    conn = Connection()
+    events = conn.receive_data(data)
+    assert kinds(events) == ["ViolationFound", "NotificationReceived"]
+    assert [v.reason.split(":")[0] for v in conn.violations] == ["not compact JSON"]
+    assert conn.violations[0].method == "turn/text"
+
+
+@pytest.mark.parametrize(
+    "text", ["two words", 'a quote \\" then space', "ends with a backslash \\\\", "\t tab"]
+)
+def test_whitespace_inside_strings_is_content(text: str) -> None:
+    conn = Connection()
+    raw = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "method": "turn/text",
+            "params": {"sessionId": "s", "turnId": "t", "text": text},
+        },
+        separators=(",", ":"),
+    )
+    events = conn.receive_data(raw.encode() + b"\n")
     assert kinds(events) == ["NotificationReceived"]
     assert conn.violations == []
 
@@ -424,7 +462,7 @@ def test_long_lines_keep_head_and_tail_in_the_transcript_only() -> None:
     (record,) = conn.transcript()
     assert record.truncated
     assert record.size == len(text_note(long_text)) - 1
-    assert record.text.startswith('{"jsonrpc": "2.0", "method": "turn/text"')
+    assert record.text.startswith('{"jsonrpc":"2.0","method":"turn/text"')
     assert record.text.endswith('xxx"}}')
     assert f"of {record.size} bytes left out" in record.text
     assert len(record.text) < 200

@@ -333,8 +333,11 @@ def approve_twice(world: World, mode: str) -> None:
     )
 )
 def stale_action(world: World, request: str, which: str, mode: str | None) -> None:
-    if which == "first plan":
-        first = granted(world.rpc.list_approvals, session_id(world)).approvals
+    if which == "first plan":  # by title: the list's order among equal createdAt is open
+        title = world.plan.submitted[0].title
+        listed = granted(world.rpc.list_approvals, session_id(world)).approvals
+        first = [a for a in listed if a.title == title]
+        assert len(first) == 1, f"expected one approval titled {title!r}: {listed}"
         world.plan.approval = plain(first[0])
     world.plan.before_action = take_snapshot(world)
     _mark_action(world)
@@ -434,12 +437,18 @@ def approval_card(world: World) -> None:
     session = read_session(world)
     assert session["pendingApprovalId"] == approval["approvalId"], session
     with blame("R7.2"):
+        # the contract gives the announcement no order with turn/ended or other answers
+        try:
+            world.wait_for(
+                "approval/updated", lambda p: p["approval"]["approvalId"] == approval["approvalId"]
+            )
+        except TimeoutError:
+            raise AssertionError("the new approval was never announced to the client") from None
         announced = [
             n["params"]["approval"]
             for n in world.notifications("approval/updated")
             if n["params"]["approval"]["approvalId"] == approval["approvalId"]
         ]
-        assert announced, "the new approval was never announced to the client"
         assert announced[-1] == approval, (
             f"the announced approval differs from the one read back: {announced[-1]} {approval}"
         )
@@ -879,3 +888,23 @@ def no_new_request(world: World) -> None:
     before = need(world.plan.before_action, "read back before the action").provider_requests
     made = len(world.provider.requests()) - before
     assert made == 0, f"the model was called {made} more time(s)"
+
+
+@then("the title and question are reported exactly as submitted")
+@verifies("R2.6")
+def title_and_question_reported(world: World) -> None:
+    submitted = world.plan.submitted[-1]
+    approval = read_back(world, latest_approval(world)["approvalId"])  # checked against its row
+    world.wait_for(  # announced in no fixed order with the turn's end
+        "approval/updated", lambda p: p["approval"]["approvalId"] == approval["approvalId"]
+    )
+    announced = [
+        n["params"]["approval"]
+        for n in world.notifications("approval/updated")
+        if n["params"]["approval"]["approvalId"] == approval["approvalId"]
+    ]
+    for where, seen in [("approval/get", approval), *(("approval/updated", a) for a in announced)]:
+        assert (seen["title"], seen["question"]) == (submitted.title, submitted.question), (
+            f"{where} reports title {seen['title']!r} and question {seen['question']!r}; "
+            f"submitted were {submitted.title!r} and {submitted.question!r}"
+        )

@@ -14,7 +14,13 @@ from pytest_bdd import given, parsers, then, when
 
 from conformance.blame import blame, verifies
 from conformance.messages import message_text
-from conformance.mock_provider import ScriptedToolCall, StallReply, TextReply, ToolCallsReply
+from conformance.mock_provider import (
+    HttpErrorReply,
+    ScriptedToolCall,
+    StallReply,
+    TextReply,
+    ToolCallsReply,
+)
 from conformance.steps.approval import (
     CLOSING_TEXT,
     acted_on,
@@ -77,6 +83,12 @@ def _wait_state(world: World, execution_id: str, states: tuple[str, ...]) -> dic
 @given("the model will take its time to carry out the plan")
 def execution_takes_time(world: World) -> None:
     world.provider.enqueue(StallReply(suffix=CLOSING_TEXT))
+    world.plan.closing_scripted = True
+
+
+@given("the model provider will refuse the request that carries out the plan")
+def execution_request_refused(world: World) -> None:
+    world.provider.enqueue(HttpErrorReply(400, "the provider refused the request"))
     world.plan.closing_scripted = True
 
 
@@ -149,7 +161,20 @@ def model_finishes(world: World) -> None:
 def execution_finished(world: World) -> None:
     execution_id = _execution_id(world)
     turn = _execution_turn(world, execution_id)
-    _wait_state(world, execution_id, _FINISHED)
+    try:
+        _wait_state(world, execution_id, _FINISHED)
+    except TimeoutError as timeout:
+        asked = [
+            n["params"]["tool"]
+            for n in world.notifications("permission/requested", world.cursors.approve)
+            if n["params"]["turnId"] == turn["turnId"]
+        ]
+        if not asked:
+            raise
+        raise AssertionError(
+            f"the execution did not finish: its turn asked for permission before {asked} "
+            f"({timeout})"
+        ) from timeout
     since = world.cursors.approve
     world.wait_for("turn/ended", lambda p: p["turnId"] == turn["turnId"], since=since)
 
@@ -280,12 +305,19 @@ def execution_interrupted(world: World) -> None:
     assert ended["outcome"] == "cancelled", f"the cancelled execution turn ended {ended}"
 
 
+@then("the execution's turn failed and the execution was interrupted")
+@verifies("R4.5")
+def execution_failed(world: World) -> None:
+    ended = _execution_ended(world, "interrupted")
+    assert ended["outcome"] == "failed", f"the execution turn the provider refused ended {ended}"
+
+
 def _execution_ended(world: World, final: str) -> dict[str, Any]:
     """The execution reached ``final`` once its turn ended: announced, reported by
     approval/get and stored alike, and the session is free; the turn's turn/ended."""
     execution_id = _execution_id(world)
     turn = _execution_turn(world, execution_id)
-    _wait_state(world, execution_id, (final,))
+    _wait_state(world, execution_id, _FINISHED)  # then the states name the one reached
     since = world.cursors.approve
     ended = world.wait_for("turn/ended", lambda p: p["turnId"] == turn["turnId"], since=since)
     states = _states(world, execution_id)
@@ -310,7 +342,7 @@ def _execution_ended(world: World, final: str) -> dict[str, Any]:
 def execution_runs_to_completion(world: World) -> None:
     world.outcome.require_result()
     execution_id = _execution_id(world)
-    _wait_state(world, execution_id, ("completed",))
+    _wait_state(world, execution_id, _FINISHED)
     states = _states(world, execution_id)
     assert states in (["running", "completed"], ["queued", "running", "completed"]), (
         f"the execution was announced as {states}"

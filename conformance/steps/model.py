@@ -107,6 +107,24 @@ def model_submits_sample(world: World, sample: str) -> None:
     script_plan(world, "Sample plan", MARKDOWN_SAMPLES[sample])
 
 
+# Title and question pairs a host could be tempted to tidy: each must come back as sent.
+TITLE_AND_QUESTION_SAMPLES: dict[str, tuple[str, str]] = {
+    "surrounding spaces": ("  Add a cache  ", " Shall I go ahead? "),
+    "line breaks": ("Add a cache\n", "Shall I go ahead?\r\nOr wait?\n"),
+    "tabs and runs of spaces": ("Add\ta  cache", "Shall\t\tI   go ahead?"),
+    "characters outside the BMP": ("Cache \U0001f680", "Go ahead? \U0001d11e"),
+    "decomposed accents": ("Cafe\u0301 menu", "Re\u0301sume\u0301 now?"),
+    "nothing at all": ("", ""),
+}
+
+
+@given(parsers.parse("the model will submit a plan whose title and question have {sample}"))
+def model_submits_title_sample(world: World, sample: str) -> None:
+    assert sample in TITLE_AND_QUESTION_SAMPLES, f"no title and question called {sample!r}"
+    title, question = TITLE_AND_QUESTION_SAMPLES[sample]
+    script_plan(world, title, default_markdown("Sample plan"), question)
+
+
 @given(parsers.parse("the model will submit a plan with the input {arguments}"))
 def model_submits_raw(world: World, arguments: str) -> None:
     script_calls(world, tool_call(world, "SubmitPlan", arguments))

@@ -614,9 +614,15 @@ def title_question_stored(world: World) -> None:
     submitted = world.plan.submitted[-1]
     approval = latest_approval(world)
     rows = world.storage().rows("plan_approvals", "id = ?", (approval["approvalId"],))
-    assert rows and rows[0]["title"] == submitted.title, rows
-    assert rows[0]["question"] == submitted.question, rows
-    assert approval["title"] == submitted.title and approval["question"] == submitted.question
+    assert rows, f"no plan_approvals row for {approval['approvalId']}"
+    for where, title, question in [
+        ("the plan_approvals row", rows[0]["title"], rows[0]["question"]),
+        ("approval/list", approval["title"], approval["question"]),
+    ]:
+        assert (title, question) == (submitted.title, submitted.question), (
+            f"{where} holds title {title!r} and question {question!r}; "
+            f"submitted were {submitted.title!r} and {submitted.question!r}"
+        )
 
 
 @then("the artifact carries neither the title nor the question")
@@ -650,6 +656,14 @@ def own_artifacts(world: World) -> None:
             f"{len(world.plan.submitted)} plans were submitted, the host lists {len(approvals)}"
         )
         assert len(set(paths)) == len(paths), f"submissions share artifact paths: {paths}"
+    titles = [s.title for s in world.plan.submitted]
+    if len(set(titles)) == len(titles):
+        # paired by title: approvals created at one host-clock instant are listed in an
+        # order of the host's choosing
+        by_title = {a["title"]: a for a in approvals}
+        missing = [t for t in titles if t not in by_title]
+        assert not missing, f"no approval is titled {missing}: {sorted(by_title)}"
+        approvals = [by_title[t] for t in titles]
     for approval, submitted in zip(approvals, world.plan.submitted, strict=True):
         content = artifact_file(world, approval).read_bytes()
         with blame("R2.5", "R2.9"):

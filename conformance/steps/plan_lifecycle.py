@@ -167,12 +167,18 @@ def restarted_while_pending(world: World) -> None:
 def first_plan_kept(world: World, status: str) -> None:
     approvals = [plain(a) for a in _approvals(world)]
     assert len(approvals) == 2, f"expected the first and the revised approval: {approvals}"
-    first, submitted = approvals[0], world.plan.submitted[0]
-    assert first["title"] == submitted.title, f"the first approval became {first['title']!r}"
+    submitted, revision = world.plan.submitted[0], world.plan.submitted[-1]
+    # Told apart by title: both are often created at the same host-clock instant, and the
+    # list's order among equal createdAt values is the host's.
+    by_title = {a["title"]: a for a in approvals}
+    first = by_title.get(submitted.title)
+    assert first is not None and revision.title in by_title, (
+        f"expected approvals titled {submitted.title!r} and {revision.title!r}: {sorted(by_title)}"
+    )
     assert first["status"] == status, f"the first approval is {first['status']}, not {status}"
     assert _row(world, first["approvalId"])["status"] == status, "its stored status changed"
     with blame("C7"):
-        revised = approvals[-1]["artifact"]["path"]
+        revised = by_title[revision.title]["artifact"]["path"]
         assert revised != first["artifact"]["path"], (
             f"the revision was written into the earlier plan's file {revised}"
         )
@@ -246,6 +252,8 @@ def model_attempts(world: World, attempt: str) -> None:
     tool, where = _ATTEMPTS[attempt]
     approval = latest_approval(world)
     path = approval["artifact"]["path"] if where == "artifact" else where
+    if path.startswith("src/"):  # the roundabout path leads through a folder that exists
+        (world.workspace / "src").mkdir(exist_ok=True)
     if tool == "Edit":
         first_line = (world.workspace / path).read_text(encoding="utf-8").splitlines()[0]
         arguments = {"path": path, "old_string": first_line, "new_string": "# Tampered"}

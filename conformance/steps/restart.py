@@ -31,6 +31,7 @@ from conformance.steps.model import default_markdown, script_plan
 from conformance.steps.plan import snapshot
 from conformance.steps.requests import granted, mock_provider, plain
 from conformance.steps.sessions import read_session, session_id
+from conformance.steps.shell import wait_command_line
 from conformance.world import SecondHost, World, need
 
 INTERRUPTED_CODE = "TURN_INTERRUPTED"
@@ -126,7 +127,9 @@ def execution_reads_and_runs_command(world: World, path: str) -> None:
 
 @given("the command has written to the log")
 def command_wrote(world: World) -> None:
-    world.wait_for("command/output", lambda p: "started" in p["text"], since=world.cursors.approve)
+    since = world.cursors.approve
+    command_id = world.wait_for("command/started", since=since)["commandId"]
+    wait_command_line(world, command_id, "started", since)
 
 
 @given("the model is in the middle of a Plan turn")
@@ -246,14 +249,38 @@ def _latest_after_restart(world: World) -> dict[str, Any]:
 # -- checks: unfinished work is interrupted -------------------------------------------------
 
 
+@given("the host clock was set back an hour")
+def clock_set_back(world: World) -> None:
+    now = granted(world.rpc.clock_get).now
+    granted(world.rpc.clock_set, now - 3_600_000)
+
+
+@then("the restarted host's clock is past the plan's deadline")
+@verifies("P32")
+def restarted_clock_past_deadline(world: World) -> None:
+    # The restarted host's clock starts at the system time (P32), half an hour or more after
+    # the deadline of a plan submitted an hour before it.
+    approval = _latest_after_restart(world)
+    now = granted(world.rpc.clock_get).now
+    assert now >= approval["expiresAt"], (
+        f"the restarted host's clock reads {now}, before the plan's deadline "
+        f"{approval['expiresAt']}: under --conformance the clock must start at the system time"
+    )
+
+
 @then("the first answer after the restart shows the approval interrupted")
 @verifies("R4.10")
 def first_answer_interrupted(world: World) -> None:
     approval = _latest_after_restart(world)
     stored = _stored_at_first_answer(world, approval["approvalId"])
+    why = (
+        "still showed the approval pending: recovery did not run before the first answer"
+        if stored["status"] == "pending"
+        else f"showed the approval {stored['status']}: recovery marks a pending approval "
+        "interrupted, whatever its deadline"
+    )
     assert stored["status"] == "interrupted", (
-        f"when the restarted host answered its first request, storage still showed the "
-        f"approval {stored['status']}: recovery did not run before the first answer"
+        f"when the restarted host answered its first request, storage {why}"
     )
     assert approval["status"] == "interrupted", f"the host lists the approval {approval['status']}"
 

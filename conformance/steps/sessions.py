@@ -218,6 +218,33 @@ def one_invalid_change(world: World, change: str) -> None:
     _unchecked(world, "session/configure", {"sessionId": session_id(world), **changes[change]})
 
 
+# A request of each kind whose params break the schema; P4 puts that check before the
+# state of the session they name.
+_BROKEN_PARAMS: Final[dict[str, tuple[str, dict[str, Any]]]] = {
+    "a change of configuration": ("session/configure", {"permissionMode": "yolo"}),
+    "a prompt": ("session/prompt", {"text": 42}),
+}
+
+
+@when(parsers.parse("the client sends {request} whose params break the schema"))
+def broken_params(world: World, request: str) -> None:
+    assert request in _BROKEN_PARAMS, f"no request called {request!r}"
+    method, params = _BROKEN_PARAMS[request]
+    _unchecked(world, method, {"sessionId": session_id(world), **params})
+
+
+@when(
+    parsers.parse(
+        "the client sends {request} for a session that does not exist, "
+        "with params that break the schema"
+    )
+)
+def broken_params_unknown_session(world: World, request: str) -> None:
+    assert request in _BROKEN_PARAMS, f"no request called {request!r}"
+    method, params = _BROKEN_PARAMS[request]
+    _unchecked(world, method, {"sessionId": "ses_never_created", **params})
+
+
 @when(parsers.parse("the user sets the session's permission mode to {mode}"))
 def set_permission_mode(world: World, mode: str) -> None:
     chosen = permission_mode(mode)
@@ -451,14 +478,14 @@ def shown_first_exchange(world: World) -> None:
     question, answer = need(world.boundary.first_exchange, "first exchange")
     requests = world.provider.requests()[world.boundary.provider_mark :]
     assert requests, "the host made no request to the model provider"
-    messages = requests[0].messages
-    users = [_texts(m.get("content")) for m in messages if m.get("role") == "user"]
-    assistants = [_texts(m.get("content")) for m in messages if m.get("role") == "assistant"]
-    assert any(question in text for text in users), (
-        f"the model was not shown the earlier question; user messages: {users}"
+    # The contract fixes the role of the current prompt only: the earlier exchange may
+    # reach the model in messages of any role and shape.
+    texts = [_texts(m.get("content")) for m in requests[0].messages]
+    assert any(question in text for text in texts), (
+        f"the model was not shown the earlier question; its messages: {texts}"
     )
-    assert any(answer in text for text in assistants), (
-        f"the model was not shown its earlier answer; assistant messages: {assistants}"
+    assert any(answer in text for text in texts), (
+        f"the model was not shown its earlier answer; its messages: {texts}"
     )
 
 
@@ -628,3 +655,49 @@ def agent_answered(world: World, text: str) -> None:
     entries = granted(world.rpc.session_transcript, session_id(world)).entries
     answers = [_texts(e.content.get("content")) for e in entries if e.role == "assistant"]
     assert answers and answers[-1] == text, f"the agent's last answer reads {answers[-1:]}"
+
+
+# -- words passed through unchanged (P31) -------------------------------------------------
+
+# Whitespace at both ends and inside, which a host must not tidy away.
+FRAMED_PROMPT: Final = "\n\n  Please look at the project.\n\tAnd at its tests.  \n\n"
+# The mock provider streams a short answer in pieces of eight characters: this one has
+# pieces that are only line breaks, only spaces and only tabs.
+SPACED_ANSWER: Final = "Step one" + "\n" * 8 + " " * 8 + "    done" + "\t" * 8 + " end  \r\n"
+
+
+@when("the user sends a prompt framed by blank lines and indentation")
+def framed_prompt(world: World) -> None:
+    converse(world, FRAMED_PROMPT)
+
+
+@then("the model was given the prompt exactly as typed")
+@verifies("P31")
+def prompt_given_exactly(world: World) -> None:
+    requests = world.provider.requests()
+    assert requests, "the host made no request to the model provider"
+    users = [m for m in requests[0].messages if m.get("role") == "user"]
+    assert users, "the turn's first request carries no user message"
+    given = _texts(users[-1].get("content"))
+    assert given == FRAMED_PROMPT, (
+        f"the model was given the prompt {given!r}; the user typed {FRAMED_PROMPT!r}"
+    )
+
+
+@given("the model will answer with blank lines, indentation and trailing spaces")
+def model_answers_spaced(world: World) -> None:
+    world.provider.enqueue(TextReply(SPACED_ANSWER))
+
+
+@then("the answer shown to the user is exactly the model's answer")
+@verifies("P31")
+def answer_shown_exactly(world: World) -> None:
+    own = session_id(world)
+    shown = "".join(
+        n["params"]["text"]
+        for n in world.notifications("turn/text")
+        if n["params"]["sessionId"] == own
+    )
+    assert shown == SPACED_ANSWER, (
+        f"the turn/text notifications, joined, read {shown!r}; the model answered {SPACED_ANSWER!r}"
+    )

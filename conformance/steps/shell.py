@@ -17,17 +17,17 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import psutil
 from pytest_bdd import given, parsers, then, when
 
 from conformance.blame import blame, verifies
-from conformance.capabilities import Unverified, shell_of_kind
+from conformance.capabilities import Unverified, require_output_room, shell_of_kind
 from conformance.mock_provider import ScriptedToolCall, StallReply, TextReply, ToolCallsReply
 from conformance.protocol_models import ShellListResult
 from conformance.steps.requests import granted, mock_provider, plain
-from conformance.steps.sessions import session_id
+from conformance.steps.sessions import read_session, session_id
 from conformance.world import World, need
 
 KINDS = {"POSIX": "posix-sh", "bash": "bash"}
@@ -111,6 +111,7 @@ def _start(
 ) -> str:
     """Script a Bash call of ``command`` (and, with ``finish``, the answer after its
     result), prompt the session, and return the turn's id without waiting for it."""
+    _speak_posix(world)
     arguments: dict[str, Any] = {"command": command}
     if timeout_ms is not None:
         arguments["timeout_ms"] = timeout_ms
@@ -122,6 +123,29 @@ def _start(
     turn_id = granted(world.rpc.prompt, session_id(world), "Run it.").turnId
     world.commands.turn_id = turn_id
     return turn_id
+
+
+POSIX_KINDS: Final = ("posix-sh", "bash")
+
+
+def _speak_posix(world: World) -> None:
+    """Make sure the session runs the scenarios' POSIX command lines in a POSIX-kind shell.
+
+    A session with a shell of its own, or whose default shell is of a POSIX kind, is left
+    as it is. The default is otherwise the host's choice (R7.6), so a session on a default
+    of another kind, or on one the host does not name, is given the host's first
+    POSIX-kind shell; a host without one leaves the scenario unverified.
+    """
+    if read_session(world).get("shellId") is not None:
+        return
+    catalog = granted(world.rpc.list_shells)
+    kinds = {shell.shellId: shell.kind for shell in catalog.shells}
+    if kinds.get(catalog.defaultShellId or "") in POSIX_KINDS:
+        return
+    posix = next((shell for shell in catalog.shells if shell.kind in POSIX_KINDS), None)
+    if posix is None:
+        raise Unverified("shell:posix-sh", "the host's catalog has no POSIX or bash shell")
+    granted(world.rpc.configure_session, session_id(world), shell_id=posix.shellId)
 
 
 def _turn_id(world: World) -> str:
@@ -170,11 +194,29 @@ def _wait_output(world: World, text: str) -> dict[str, Any]:
     command_id = world.wait_for(
         "command/started", lambda p: p["turnId"] == turn_id, since=world.cursors.turn
     )["commandId"]
-    return world.wait_for(
-        "command/output",
-        lambda p: p["commandId"] == command_id and text in p["text"],
-        since=world.cursors.turn,
-    )
+    return wait_command_line(world, command_id, text, world.cursors.turn)
+
+
+def wait_command_line(world: World, command_id: str, text: str, since: int) -> dict[str, Any]:
+    """Wait until one stream of the command, its pieces joined in ``seq`` order, holds
+    ``text`` and the rest of its line; the command's id and that stream's text so far.
+
+    How output is cut into command/output notifications is the host's (P20): a line may
+    come in several pieces."""
+    while True:
+        mark = world.mark()  # before reading, so that no piece is missed in between
+        pieces = sorted(
+            (n["params"] for n in world.notifications("command/output", since)),
+            key=lambda p: p["seq"],
+        )
+        for stream in ("stdout", "stderr"):
+            joined = "".join(
+                p["text"] for p in pieces if p["commandId"] == command_id and p["stream"] == stream
+            )
+            at = joined.find(text)
+            if at >= 0 and "\n" in joined[at:]:
+                return {"commandId": command_id, "stream": stream, "text": joined}
+        world.wait_for("command/output", lambda p: p["commandId"] == command_id, since=mark)
 
 
 def _cap(world: World) -> int:
@@ -410,6 +452,7 @@ def runs_named(world: World, does: str) -> None:
 @then("its output streamed in order with stdout and stderr apart")
 @verifies("P20")
 def streamed_in_order(world: World) -> None:
+    require_output_room(world, len("out 1\nout 2\nerr 1\n"))  # both streams share the cap
     chunks = _chunks(world)
     seqs = [c["seq"] for c in chunks]
     assert seqs == list(range(len(seqs))), f"output sequence numbers: {seqs}"

@@ -17,9 +17,9 @@ from conformance.blame import verifies
 from conformance.client import RpcError
 from conformance.messages import message_text
 from conformance.mock_provider import ScriptedToolCall, StallReply, TextReply, ToolCallsReply
-from conformance.steps.model import default_markdown, submit_plan_call
+from conformance.steps.model import default_markdown, script_calls, submit_plan_call, tool_call
 from conformance.steps.requests import granted, mock_provider, permission_mode, plain
-from conformance.steps.sessions import MODES
+from conformance.steps.sessions import MODES, prompt, session_id
 from conformance.world import Outcome, World, need
 
 TASK_PROMPT = "Tidy up the changelog."
@@ -594,3 +594,28 @@ def _compare_task(task: dict[str, Any], where: str, world: World) -> None:
     wrong = {k: (task.get(k), v) for k, v in expected.items() if task.get(k) != v}
     assert not wrong, f"{where} reports other values (reported, given): {wrong}"
     assert task["taskId"] == _task_id(world), f"{where} names the task {task['taskId']}"
+
+
+# -- an unattended run beside an interactive session (P8, R5.9) ------------------------------
+
+
+@when("the model calls Write in the user's session while the run is under way")
+def write_beside_run(world: World) -> None:
+    # The run's request already holds the stalled answer; the session's turn gets these.
+    script_calls(world, tool_call(world, "Write", {"path": "notes.txt", "content": "mine"}))
+    prompt(world, "Please write the notes.")
+
+
+@then("the user of that session is asked before the Write runs")
+@verifies("P8")
+def asked_beside_run(world: World) -> None:
+    own = session_id(world)
+    _, found = world.rpc.wait_for_any(
+        ("permission/requested", "turn/toolResult"),
+        lambda p: p.get("sessionId") == own and p.get("tool") == "Write",
+        since=world.cursors.turn,
+    )
+    assert found["method"] == "permission/requested", (
+        "while another session's unattended run was under way, the Write in this ask "
+        f"session ran or was refused without asking its user: {found['params']}"
+    )

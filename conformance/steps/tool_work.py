@@ -13,7 +13,7 @@ import pytest
 from pytest_bdd import given, parsers, then, when
 
 from conformance.blame import blame, verifies
-from conformance.capabilities import Unverified
+from conformance.capabilities import Unverified, require_output_room
 from conformance.loopback_page import LocalPage, network_address
 from conformance.messages import (
     message_text,
@@ -83,6 +83,10 @@ def network_page(world: World, text: str, request: pytest.FixtureRequest) -> Non
 )
 @verifies("P10")
 def given_after_call(world: World, wanted: str, unwanted: str | None, tool: str) -> None:
+    if tool == "Bash":  # each wanted text is a line the command printed
+        require_output_room(
+            world, sum(len(i.encode()) + 1 for i in re.findall(r'"([^"]+)"', wanted))
+        )
     call_id = world.script.call_id(tool)
     result = check_one_result(world, call_id, tool)
     assert result["status"] == "ok", f"the {tool} call did not work: {result}"
