@@ -1,8 +1,9 @@
 """Checks that hold for every scenario, made once it has run.
 
 Whatever a scenario is about, its host must not break the protocol's schemas (P5), must
-not store or echo the provider API key (P21), and must send the model provider only the
-requests the scenario scripted, each a valid Chat Completions request. These checks look
+not store or echo the provider API key (P21), must send the model provider only the
+requests the scenario scripted, each a valid Chat Completions request, and must not report
+one record two ways (R7.2). These checks look
 at everything the scenario produced: every host message of every host process, every
 provider request, and the data directory.
 """
@@ -17,6 +18,7 @@ from conformance.world import World
 
 SCHEMA_REQUIREMENT = "P5"
 KEY_REQUIREMENT = "P21"
+VIEWS_REQUIREMENT = "R7.2"
 _KEY = DUMMY_API_KEY.encode()
 
 
@@ -81,6 +83,14 @@ def problems(world: World) -> list[Problem]:
                 "the scenario did not expect",
                 "\n".join(lines),
                 "",
+            )
+        )
+    if world.disagreements:
+        found.append(
+            Problem(
+                "two reports of one record disagreed: " + world.disagreements[0],
+                "\n".join(world.disagreements),
+                VIEWS_REQUIREMENT,
             )
         )
     stored = _files_with_key(world.data_dir)

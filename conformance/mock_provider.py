@@ -166,6 +166,11 @@ class MockProvider:
         self._records: list[RecordedRequest] = []
         self._in_flight = 0
         self._counter = 0
+        # Part of the base URL, moved on by reset(): a request that a host of an earlier
+        # scenario sends late (a host that was slow to stop) is told apart and never
+        # counted as this scenario's.
+        self._epoch = 0
+        self.stray_requests = 0
         self._lifecycle = threading.Lock()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -220,10 +225,13 @@ class MockProvider:
 
     @property
     def base_url(self) -> str:
-        """The OpenAI base URL, e.g. ``http://127.0.0.1:PORT/v1``."""
+        """The OpenAI base URL of the current scenario, e.g. ``http://127.0.0.1:PORT/s/3/v1``
+        (``http://127.0.0.1:PORT/v1`` before the first :meth:`new_scenario`)."""
         if self._port is None:
             raise RuntimeError("MockProvider is not running")
-        return f"http://{_HOST}:{self._port}/v1"
+        with self._cond:
+            scenario = f"/s/{self._epoch}" if self._epoch else ""
+            return f"http://{_HOST}:{self._port}{scenario}/v1"
 
     # ------------------------------------------------------------------ scripting
 
@@ -248,8 +256,15 @@ class MockProvider:
         if loop is not None:
             loop.call_soon_threadsafe(self._resolve_stalls, True)
 
+    def new_scenario(self) -> None:
+        """:meth:`reset`, and a base URL of the next scenario's own: requests to an earlier
+        scenario's address are turned away (410) and never recorded."""
+        with self._cond:
+            self._epoch += 1
+        self.reset()
+
     def reset(self) -> None:
-        """Clear the script, the fallback and the recorded requests."""
+        """Clear the script, the fallback and the recorded requests (the address stays)."""
         with self._cond:
             self._script.clear()
             self._fallback = None
@@ -300,6 +315,8 @@ class MockProvider:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_post("/chat/completions", self._handle)
+        app.router.add_post(r"/s/{epoch:\d+}/v1/chat/completions", self._handle)
+        app.router.add_post(r"/s/{epoch:\d+}/chat/completions", self._handle)
         runner = web.AppRunner(
             app,
             handle_signals=False,
@@ -356,6 +373,12 @@ class MockProvider:
 
     async def _handle_request(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
+        epoch = int(request.match_info.get("epoch", 0))  # no /s/<n>: before any new scenario
+        with self._cond:
+            stray = epoch != self._epoch
+            self.stray_requests += stray
+        if stray:
+            return _error_response(410, "mock provider: that scenario is over", code="gone")
         body, problem = _parse_body(raw)
         with self._cond:
             reply = None if problem is not None or not self._script else self._script.popleft()

@@ -176,6 +176,7 @@ class Arrangement:
     """Files and folders the scenario arranged on disk."""
 
     workspace_before: dict[str, str] = field(default_factory=dict)
+    root_as_given: str | None = None  # the project's path as the session was given it
     neighbours: list[str] = field(default_factory=list)  # names next to the project folder
     outside: Path | None = None
     other_project: Path | None = None
@@ -278,6 +279,7 @@ class TaskState:
     run: dict[str, Any] | None = None
     expected: dict[str, Any] | None = None  # every field the user gave the task, as sent
     earlier_run_at: int | None = None  # the time the task was due before it was moved
+    other_task_id: str | None = None  # a second task, which the scenario never runs
 
 
 @dataclass
@@ -300,6 +302,10 @@ class World:
     seeded: SeededDatabase = field(default_factory=SeededDatabase)
     arranged: Arrangement = field(default_factory=Arrangement)
     tasks: TaskState = field(default_factory=TaskState)
+    # Two reports of one record that disagreed (session/list against session/get, an
+    # announcement against approval/get): judged once the steps have run, so a step's own
+    # check of the same fault is the one that speaks first.
+    disagreements: list[str] = field(default_factory=list)
     wire: WireExchange = field(default_factory=WireExchange)
     boundary: SessionsState = field(default_factory=SessionsState)
     script: ModelScript = field(default_factory=ModelScript)

@@ -190,6 +190,13 @@ Feature: Approving and rejecting a plan
       And no execution was started
       And the plan can still be approved with permission mode ask
 
+    @R4.6
+    Scenario: A failure armed for approving leaves a rejection alone
+      Given the host will fail to commit the next approval
+      When the user rejects the plan
+      Then the plan was rejected all the same
+      And the approval selects no permission mode and no execution
+
     @R4.4 @R4.9
     Scenario: Two approvals sent at once: exactly one wins
       Given the model will answer "The plan is carried out."

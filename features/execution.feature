@@ -58,6 +58,15 @@ Feature: Executing an approved plan
       When the user approves the plan titled "Follow-up" as soon as it is submitted, with permission mode auto
       Then the follow-up plan is carried out after the earlier execution has ended
 
+    @R4.8
+    Scenario: A plan made during an execution still waits for the user once that execution ended
+      Given the model will turn to planning during the execution and submit a plan titled "Follow-up"
+      And the user approved the plan with permission mode auto
+      And the execution has finished
+      When the user tries to send another prompt
+      Then the request is refused with APPROVAL_PENDING
+      And the plan titled "Follow-up" is still awaiting approval
+
     @R4.9
     Scenario: Another session's plan can be approved while this session's execution runs
       Given the model will take its time to carry out the plan

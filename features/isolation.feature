@@ -41,6 +41,20 @@ Feature: Sessions are isolated from each other
         | by a path climbing out of the project |
         | through a link inside the project     |
 
+    @R5.8
+    Scenario Outline: A search of the project does not follow a link into another project (<tool>)
+      Given the second session is busy with a turn of its own
+      And the project has a folder linked to the other project
+      And the model will search the project with <tool> for the other project's secret
+      When the user talks to the agent
+      Then the other project's secret reached neither the model nor any message from the host
+      And the second session's turn is still running
+
+      Examples:
+        | tool |
+        | Grep |
+        | Glob |
+
   Rule: Events and actions belong to their own session (§5)
 
     @R5.9

@@ -102,10 +102,11 @@ Feature: What the agent may do while planning
     Scenario: Searching the project finds the matching lines in their files
       Given the project has a file "src/cache.py" containing "def evict_oldest(): pass"
       And the project has a file "src/store.py" containing "def keep_all(): pass"
+      And the project has a file "src/legacy.py" containing "def EVICT_ALL(): pass"
       And a session for the project in Plan mode
       And the model will search the project for "evict_\w+" and then answer
       When the user sends a prompt
-      Then the model was given "src/cache.py" and "evict_oldest" but not "src/store.py" after its Grep call
+      Then the model was given "src/cache.py" and "evict_oldest" but not "src/store.py" and "src/legacy.py" after its Grep call
 
     @P10
     Scenario: Previewing a local page gives the model the page
@@ -159,6 +160,15 @@ Feature: What the agent may do while planning
       When the user sends a prompt
       Then the Edit call worked and the model was given its result
       And the project file "notes.txt" now reads "the cache lives in redis"
+
+    @P10
+    Scenario: Editing a file keeps every byte the edit did not touch
+      Given the project has a file "notes.txt" whose lines end in CR LF
+      And a session for the project with permission mode auto
+      And the model will change "two" to "2" in "notes.txt" and then answer
+      When the user sends a prompt
+      Then the Edit call worked and the model was given its result
+      And the project file "notes.txt" still ends its lines in CR LF, with "two" changed to "2"
 
   Rule: A page preview never leaves the machine's loopback interface (project rule P23)
 
@@ -238,6 +248,14 @@ Feature: What the agent may do while planning
       And the model will read "notes.txt", read "missing.txt" and call TeleportFiles in one message, then answer
       When the user sends a prompt
       Then every call of that message got exactly one result: ok, FILE_NOT_FOUND and UNKNOWN_TOOL
+
+    @P9
+    Scenario: Every call of a cancelled message gets exactly one result
+      Given the project has a file "notes.txt" containing "original"
+      And a session for the project with permission mode auto
+      And the model will run a waiting command and read "notes.txt" in one message
+      When the user sends a prompt and cancels the turn while the command runs
+      Then every call of that message got exactly one result
 
   Rule: A search the model asks for cannot stall the host (project rule P22)
 

@@ -45,6 +45,13 @@ Feature: A restart interrupts, and never replays
       And the first answer after the restart shows the approval interrupted
       And the interruption is recorded with TURN_INTERRUPTED
 
+    @P32
+    Scenario: A restarted host's clock starts at the present, not where the last one stood
+      Given the host clock was moved two hours ahead
+      And a plan titled "Later" is awaiting approval
+      When the host restarts
+      Then the restarted host's clock reads the present
+
     @R4.13
     Scenario: After the restart the user can ask for a new plan
       Given a plan titled "Waiting" is awaiting approval

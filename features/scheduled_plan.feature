@@ -125,6 +125,24 @@ Feature: Scheduled tasks never plan unattended
       And the task is listed and stored as changed
 
     @P29
+    Scenario: A task run by hand still runs when its time comes
+      Given a scheduled task in Agent mode for the project
+      And the task is due in 5 minutes
+      And the model will answer "The changelog is tidy." for the task
+      And the task was run by hand
+      And the model would answer "The changelog is tidy." if it were asked
+      When the time the task was due comes
+      Then the task ran when its time came
+
+    @P29
+    Scenario: Each task reports its own last run
+      Given a scheduled task in Agent mode for the project
+      And another scheduled task, which is never run
+      And the model will answer "The changelog is tidy." for the task
+      When the task is run now
+      Then the other task reports no last run
+
+    @P29
     Scenario: A switched-off task does not run when its time comes
       Given a scheduled task in Agent mode for the project
       And the task is due in 5 minutes

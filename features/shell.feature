@@ -109,6 +109,13 @@ Feature: Shells and streamed commands
       When the model runs a command whose output is exactly the host's output cap
       Then the output was streamed whole and not marked truncated
 
+
+    @R7.3
+    Scenario: A shell ended by a signal reports that signal
+      Given a session for the project with permission mode auto
+      When the model runs a command whose shell is ended by signal 9
+      Then the command ended by signal 9
+
     @P20
     Scenario: Output past the announced cap is cut there
       Given a session for the project with permission mode auto
@@ -186,6 +193,12 @@ Feature: Shells and streamed commands
     @C5
     Scenario: A command that exits is recorded for audit
       Given a session for the project with permission mode auto
+      When the model runs a command that writes to both streams and exits with code 3
+      Then the command is recorded for audit
+
+    @C5
+    Scenario: A command runs in the project's path exactly as the session was given it
+      Given a session for the project, its path given with a trailing slash, with permission mode auto
       When the model runs a command that writes to both streams and exits with code 3
       Then the command is recorded for audit
 

@@ -146,6 +146,14 @@ Feature: One active turn, configuration only while idle
       And the session is idle
       And the session takes a new prompt
 
+    @R1.3
+    Scenario: A cancelled turn's prompt stays in the conversation
+      Given a session for the project
+      And the user's prompt "Where is the cache configured?" was accepted while the model takes its time
+      When the user cancels the turn
+      Then the turn ended as cancelled
+      And the session's conversation still holds the prompt "Where is the cache configured?"
+
     @R5.1
     Scenario: Cancelling when nothing runs cancels nothing
       Given a session for the project

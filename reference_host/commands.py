@@ -20,7 +20,6 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from reference_host.clock import Clock
@@ -100,7 +99,7 @@ async def _read_pipe(fd: int) -> tuple[asyncio.StreamReader, asyncio.ReadTranspo
 
 
 async def _spawn(
-    shell: Shell, command: str, cwd: Path, command_id: str
+    shell: Shell, command: str, cwd: str, command_id: str
 ) -> tuple[asyncio.subprocess.Process, list[int]]:
     """Start ``shell -c command`` in its own group, marked with ``command_id``; return the
     process and the read ends of its stdout and stderr pipes.
@@ -163,7 +162,7 @@ async def run_command(
     *,
     shell: Shell,
     command: str,
-    cwd: Path,
+    cwd: str,
     session_id: str,
     turn_id: str | None,
     clock: Clock,
@@ -207,7 +206,7 @@ async def _supervise(
     started: float,
     shell: Shell,
     command: str,
-    cwd: Path,
+    cwd: str,
     session_id: str,
     turn_id: str | None,
     clock: Clock,
@@ -235,7 +234,7 @@ async def _supervise(
             "commandId": command_id,
             "shellId": shell.shell_id,
             "command": command,
-            "cwd": str(cwd),
+            "cwd": cwd,
         },
     )
     if on_start is not None:

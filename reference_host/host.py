@@ -206,7 +206,7 @@ class Host:
         """Create a session bound to a workspace root or to none."""
         root = params["workspaceRoot"]
         if root is not None:
-            root = str(validate_root(root))
+            validate_root(root)  # kept as given: reported and used as the same string
         shell_id = params.get("shellId")
         if shell_id is not None:
             _require_shell(shell_id)

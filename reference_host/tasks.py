@@ -105,7 +105,7 @@ class Tasks:
 
         root = params["workspaceRoot"]
         if root is not None:
-            root = str(validate_root(root))
+            validate_root(root)  # kept as given: reported and used as the same string
         now = self.host.clock.now_ms()
         row = {
             "id": self.host.new_id("task"),

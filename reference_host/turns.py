@@ -446,7 +446,7 @@ class TurnRunner:
             result = await run_command(
                 shell=shell,
                 command=args["command"],
-                cwd=Path(session.workspace_root),
+                cwd=session.workspace_root,
                 session_id=session.id,
                 turn_id=turn_id,
                 clock=host.clock,

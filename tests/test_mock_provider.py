@@ -521,10 +521,28 @@ def test_stall_does_not_block_stop() -> None:
 def test_reset_clears_script_and_records(provider: MockProvider, client: httpx.Client) -> None:
     provider.enqueue(TextReply("a"), TextReply("b"))
     chat(client, stream=False)
+    address = provider.base_url
     provider.reset()
     assert provider.requests() == []
     assert provider.pending_replies() == 0
+    assert provider.base_url == address  # a reset keeps the address (a restart within a run)
     assert chat(client, stream=False).status_code == 500
+
+
+def test_a_request_of_an_earlier_scenario_is_turned_away_unrecorded(
+    provider: MockProvider, client: httpx.Client
+) -> None:
+    earlier = provider.base_url
+    provider.new_scenario()
+    provider.enqueue(TextReply("for the new scenario"))
+    assert provider.base_url != earlier
+    late = chat(client, stream=False)  # a host of the earlier scenario, slow to stop
+    assert late.status_code == 410
+    assert provider.requests() == [] and provider.pending_replies() == 1
+    assert provider.stray_requests == 1
+    with httpx.Client(base_url=provider.base_url, timeout=5.0) as current:
+        answer = chat(current, stream=False).json()
+    assert answer["choices"][0]["message"]["content"] == "for the new scenario"
 
 
 def test_restart_serves_again() -> None:

@@ -506,6 +506,19 @@ def session_unchanged(world: World) -> None:
         assert row[column] == before.session_row[column], f"the stored session changed: {row}"
 
 
+@then("the plan was rejected all the same")
+@verifies("R4.6")
+def rejected_despite_fault(world: World) -> None:
+    # approvalCommit fails the next approve's transaction; "a reject is not affected"
+    if world.outcome.error is not None:
+        raise AssertionError(
+            f"with a failure armed for the next approval, the rejection failed: "
+            f"{world.outcome.error}"
+        )
+    approval = read_approval(world)
+    assert approval["status"] == "rejected", f"the plan is {approval['status']}"
+
+
 @then("the approval selects no permission mode and no execution")
 @verifies("R3.6")
 def approval_without_mode(world: World) -> None:
@@ -674,6 +687,15 @@ def _await_expiry(world: World) -> dict[str, Any]:
 def expiry_announced(world: World) -> None:
     announced = _await_expiry(world)
     assert announced["statusCode"] == TIMEOUT_CODE, f"the expiry was announced with {announced}"
+    # the announcement carries the record as it now is, every field (judged at the end)
+    current = read_back(world, announced["approvalId"])
+    differ = sorted(k for k in current if announced.get(k) != current[k])
+    if differ:
+        shown = {k: announced.get(k) for k in differ}
+        held = {k: current[k] for k in differ}
+        world.disagreements.append(
+            f"the expiry was announced with {shown}; approval/get and storage hold {held}"
+        )
 
 
 @then("the plan of the other session, submitted later, still waits for approval")

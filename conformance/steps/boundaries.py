@@ -327,6 +327,28 @@ def model_reads_other(world: World, how: str) -> None:
     )
 
 
+@given("the project has a folder linked to the other project")
+def link_to_other(world: World) -> None:
+    _path_into_other(world, "through a link inside the project", "secret.txt")
+    # the secret is also the name of a file there, so that a listing would give it away
+    secret = need(world.arranged.other_secret, "other project's secret")
+    other = need(world.arranged.other_project, "other project")
+    (other / f"{secret}.txt").write_text("named after the secret\n", "utf-8")
+    world.arranged.other_project_before = snapshot(other)
+
+
+@given(
+    parsers.parse("the model will search the project with {tool} for the other project's secret")
+)
+def model_searches_through_link(world: World, tool: str) -> None:
+    arguments = {"Grep": {"pattern": "secret is"}, "Glob": {"pattern": "**/*.txt"}}
+    assert tool in arguments, f"no search tool called {tool!r}"
+    world.provider.enqueue(
+        ToolCallsReply((ScriptedToolCall(tool, arguments[tool]),)),
+        TextReply("That is all I found."),
+    )
+
+
 @given("the session acts without asking first")
 def acts_without_asking(world: World) -> None:
     granted(world.rpc.configure_session, session_id(world), permission_mode="auto")

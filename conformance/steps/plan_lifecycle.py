@@ -68,6 +68,12 @@ def approval_pending(world: World, title: str) -> None:
     assert row["status"] == "pending", f"stored status {row['status']}"
     assert (row["title"], row["question"]) == (submitted.title, submitted.question), row
     assert row["session_id"] == session_id(world) and row["turn_id"] == world.active_turn, row
+    with blame("R3.9"):  # each plan's own deadline, a revision's too
+        deadline = approval["createdAt"] + 30 * 60 * 1000
+        assert approval["expiresAt"] == deadline, (
+            f"the plan created at {approval['createdAt']} expires at {approval['expiresAt']}, "
+            f"not 30 minutes later ({deadline})"
+        )
     check_recorded(world, approval, submitted.markdown)
 
 

@@ -8,6 +8,7 @@ interrupted, finished work exactly as it was, and nothing may run again.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -255,6 +256,23 @@ def clock_set_back(world: World) -> None:
     granted(world.rpc.clock_set, now - 3_600_000)
 
 
+@given("the host clock was moved two hours ahead")
+def clock_moved_ahead(world: World) -> None:
+    granted(world.rpc.clock_advance, 2 * 3_600_000)
+
+
+@then("the restarted host's clock reads the present")
+@verifies("P32")
+def restarted_clock_present(world: World) -> None:
+    now = granted(world.rpc.clock_get).now
+    wall = time.time_ns() // 1_000_000
+    # the host started during this scenario: a minute covers any start-up, far from 2 h
+    assert abs(now - wall) < 60_000, (
+        f"the restarted host's clock reads {now}, {(now - wall) / 60_000:+.1f} minutes from "
+        "the system time: it must start at the system time of its own start"
+    )
+
+
 @then("the restarted host's clock is past the plan's deadline")
 @verifies("P32")
 def restarted_clock_past_deadline(world: World) -> None:
@@ -438,7 +456,7 @@ def prompt_kept(world: World, text: str) -> None:
     entries = granted(world.rpc.session_transcript, session_id(world)).entries
     told = [message_text(e.content) for e in entries]
     assert any(text in said for said in told), (
-        f"the restarted host's transcript lost the accepted prompt {text!r}: {entries}"
+        f"the host's transcript lost the accepted prompt {text!r}: {entries}"
     )
     rows = world.storage().rows("transcript", "session_id = ?", (session_id(world),))
     assert any(text in str(row["content"]) for row in rows), (

@@ -56,9 +56,42 @@ def session_id(world: World, alias: str = "main") -> str:
     return str(world.sessions[alias]["sessionId"])
 
 
+_STABLE_READS: Final = 3
+
+
 def read_session(world: World, alias: str = "main") -> dict[str, Any]:
-    """The session as the host reports it now (as the JSON it sent)."""
-    return plain(granted(world.rpc.get_session, session_id(world, alias)).session)
+    """The session as the host reports it now (as the JSON it sent), checked against its
+    entry in session/list: read between two session/get, and compared when those agree
+    (while an execution moves on, the session may change in between)."""
+    wanted = session_id(world, alias)
+    for _ in range(_STABLE_READS):
+        first = plain(granted(world.rpc.get_session, wanted).session)
+        listed = [
+            plain(s) for s in granted(world.rpc.list_sessions).sessions if s.sessionId == wanted
+        ]
+        again = plain(granted(world.rpc.get_session, wanted).session)
+        if first == again:
+            if len(listed) != 1:
+                _disagree(world, f"session/list shows the session {wanted} {len(listed)} times")
+                return first
+            differ = sorted(
+                k for k in first.keys() | listed[0].keys() if first.get(k) != listed[0].get(k)
+            )
+            if differ:
+                listed_values = {k: listed[0].get(k) for k in differ}
+                got_values = {k: first.get(k) for k in differ}
+                _disagree(
+                    world,
+                    f"session/list shows the session with {listed_values}; "
+                    f"session/get with {got_values}",
+                )
+            return first
+    return again
+
+
+def _disagree(world: World, message: str) -> None:
+    if message not in world.disagreements:
+        world.disagreements.append(message)
 
 
 def stored_session(world: World, alias: str = "main") -> dict[str, Any]:
@@ -149,6 +182,20 @@ def create_unbound_agent_session(world: World) -> None:
 @given(parsers.parse("a session for the project with permission mode {permission}"))
 def create_session_with_permission(world: World, permission: str) -> None:
     _create(world, "main", permission_mode=permission_mode(permission)).require_result()
+
+
+@given(
+    parsers.parse(
+        "a session for the project, its path given with a trailing slash, "
+        "with permission mode {permission}"
+    )
+)
+def create_session_trailing_slash(world: World, permission: str) -> None:
+    root = str(world.workspace) + "/"
+    world.arranged.root_as_given = root
+    _create(
+        world, "main", workspace_root=root, permission_mode=permission_mode(permission)
+    ).require_result()
 
 
 @when("the user creates a session without a project")

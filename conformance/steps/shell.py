@@ -26,6 +26,7 @@ from conformance.blame import blame, verifies
 from conformance.capabilities import Unverified, require_output_room, shell_of_kind
 from conformance.mock_provider import ScriptedToolCall, StallReply, TextReply, ToolCallsReply
 from conformance.protocol_models import ShellListResult
+from conformance.steps.model import script_calls, tool_call
 from conformance.steps.requests import granted, mock_provider, plain
 from conformance.steps.sessions import read_session, session_id
 from conformance.world import World, need
@@ -465,6 +466,21 @@ def streamed_in_order(world: World) -> None:
     )
 
 
+@when(parsers.parse("the model runs a command whose shell is ended by signal {number:d}"))
+def shell_signalled(world: World, number: int) -> None:
+    _start(world, f"kill -{number} $$")
+
+
+@then(parsers.parse("the command ended by signal {number:d}"))
+@verifies("R7.3")
+def ended_by_signal(world: World, number: int) -> None:
+    exited = _exited(world)
+    assert exited["signal"] == number, (
+        f"the shell, ended by signal {number}, was reported with signal {exited['signal']} "
+        f"and exit code {exited['exitCode']}"
+    )
+
+
 @then(parsers.parse("the command exited with code {code:d}"))
 @verifies("R7.3")
 def exited_with(world: World, code: int) -> None:
@@ -746,7 +762,7 @@ def audited(world: World) -> None:
         "shell_id": started["shellId"],
         "shell_path": shell.path,
         "command": started["command"],
-        "cwd": str(world.workspace),
+        "cwd": world.arranged.root_as_given or str(world.workspace),
         "exit_code": exited["exitCode"],
         "signal": exited["signal"],
         "timed_out": int(exited["timedOut"]),
@@ -759,8 +775,11 @@ def audited(world: World) -> None:
         key: (recorded[key], value) for key, value in expected.items() if recorded[key] != value
     }
     assert not wrong, f"the audit row differs from the command (recorded, reported): {wrong}"
-    with blame("C5"):
-        assert started["cwd"] == str(world.workspace), f"the command ran in {started['cwd']}"
+    with blame("C5"):  # the workspaceRoot string as given, not a resolved path
+        given = world.arranged.root_as_given or str(world.workspace)
+        assert started["cwd"] == given, (
+            f"command/started names cwd {started['cwd']!r}, not {given!r}"
+        )
 
 
 # -- the shell cannot change during a turn (§5) ----------------------------------------------------
@@ -789,3 +808,41 @@ def still_uses(world: World, label: str) -> None:
     assert found.shellId == shell["shellId"], f"the session now uses {found.shellId}"
     row = world.storage().rows("sessions", "id = ?", (session_id(world),))[0]
     assert row["shell_id"] == shell["shellId"], f"storage shows the session with {row['shell_id']}"
+
+
+# -- a cancelled message of several calls (P9) ------------------------------------------------
+
+
+@given(parsers.parse('the model will run a waiting command and read "{path}" in one message'))
+def waiting_command_and_read(world: World, path: str) -> None:
+    _speak_posix(world)
+    script_calls(
+        world,
+        tool_call(world, "Bash", {"command": "echo started; sleep 3600"}),
+        tool_call(world, "Read", {"path": path}),
+        answer=None,  # the turn is cancelled: the model is not asked again
+    )
+
+
+@when("the user sends a prompt and cancels the turn while the command runs")
+def cancel_during_first_call(world: World) -> None:
+    world.cursors.turn = world.mark()
+    turn_id = granted(world.rpc.prompt, session_id(world), "Run it, then read.").turnId
+    world.commands.turn_id = turn_id
+    command_id = world.wait_for(
+        "command/started", lambda p: p["turnId"] == turn_id, since=world.cursors.turn
+    )["commandId"]
+    wait_command_line(world, command_id, "started", world.cursors.turn)
+    world.attempt_typed(world.rpc.cancel, session_id(world)).require_result()
+    world.wait_for("turn/ended", lambda p: p["turnId"] == turn_id, since=world.cursors.turn)
+
+
+@then("every call of that message got exactly one result")
+@verifies("P9")
+def one_result_per_cancelled_call(world: World) -> None:
+    results = [n["params"] for n in world.notifications("turn/toolResult", world.cursors.turn)]
+    for call in world.script.last_batch:
+        mine = [r for r in results if r["toolCallId"] == call.call_id]
+        assert len(mine) == 1, (
+            f"the {call.tool} call of the cancelled message got {len(mine)} results: {mine}"
+        )

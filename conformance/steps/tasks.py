@@ -67,6 +67,39 @@ def scheduled_task(world: World, mode: str, permission: str = "auto") -> None:
     world.tasks.task = plain(result.task)
 
 
+@given("another scheduled task, which is never run")
+def other_task(world: World) -> None:
+    result = granted(
+        world.rpc.create_task,
+        "Release notes",
+        "Draft the release notes.",
+        MODES["Agent"],
+        str(world.workspace),
+        mock_provider(world),
+        permission_mode=permission_mode("auto"),
+        run_at=None,
+    )
+    world.tasks.other_task_id = result.task.taskId
+
+
+@given("the task was run by hand")
+def task_run_by_hand(world: World) -> None:
+    run_task(world, "is run now")
+    run = need(world.tasks.run, "finished run")
+    assert run["outcome"] == "completed", f"the run by hand ended {run['outcome']}"
+
+
+@then("the other task reports no last run")
+@verifies("P29")
+def other_task_no_last_run(world: World) -> None:
+    other = need(world.tasks.other_task_id, "the other task")
+    listed = [plain(t) for t in granted(world.rpc.list_tasks).tasks if t.taskId == other]
+    assert len(listed) == 1, f"task/list lists the other task {len(listed)} times"
+    assert listed[0]["lastRun"] is None, (
+        f"the task that never ran reports the last run {listed[0]['lastRun']}"
+    )
+
+
 @given("the model would submit a plan if it were asked")
 def model_would_plan(world: World) -> None:
     world.provider.enqueue(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from typing import Any
+from typing import Any, Final
 
 import pytest
 from pytest_bdd import given, parsers, then, when
@@ -78,7 +78,7 @@ def network_page(world: World, text: str, request: pytest.FixtureRequest) -> Non
 @then(
     parsers.re(
         r"the model was given (?P<wanted>\"[^\"]+\"(?: and \"[^\"]+\")*)"
-        r"(?: but not (?P<unwanted>\"[^\"]+\"))? after its (?P<tool>\w+) call"
+        r"(?: but not (?P<unwanted>\"[^\"]+\"(?: and \"[^\"]+\")*))? after its (?P<tool>\w+) call"
     )
 )
 @verifies("P10")
@@ -122,6 +122,31 @@ def call_worked(world: World, tool: str) -> None:
     assert result["status"] == "ok", f"the {tool} call did not work: {result}"
     answering = request_answering(_turn_requests(world), call_id)
     assert answering is not None, f"the model was never given the result of its {tool} call"
+
+
+_CRLF_LINES: Final = (b"one", b"two", b"three")
+
+
+@given(parsers.parse('the project has a file "{path}" whose lines end in CR LF'))
+def crlf_file(world: World, path: str) -> None:
+    target = world.workspace / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(b"".join(line + b"\r\n" for line in _CRLF_LINES))
+
+
+@then(
+    parsers.parse(
+        'the project file "{path}" still ends its lines in CR LF, with "{old}" changed to "{new}"'
+    )
+)
+@verifies("P10")
+def crlf_kept(world: World, path: str, old: str, new: str) -> None:
+    lines = [new.encode() if line == old.encode() else line for line in _CRLF_LINES]
+    expected = b"".join(line + b"\r\n" for line in lines)
+    content = (world.workspace / path).read_bytes()
+    assert content == expected, (
+        f"{path} holds {content!r}; only {old!r} was to change: {expected!r}"
+    )
 
 
 @then(parsers.parse('the project file "{path}" now reads "{text}"'))
