@@ -171,6 +171,10 @@ class MockProvider:
         # counted as this scenario's.
         self._epoch = 0
         self.stray_requests = 0
+        # Connections open when a killed host was replaced (loop-side state): a request the
+        # dead process had already written may still be read from one of them.
+        self._stale_connections: set[object] = set()
+        self._runner: web.AppRunner | None = None
         self._lifecycle = threading.Lock()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -210,6 +214,7 @@ class MockProvider:
             loop.call_soon_threadsafe(done.set)
             thread.join(_THREAD_TIMEOUT)
             self._thread = self._loop = self._done = self._port = None
+            self._runner = None
 
     def __enter__(self) -> MockProvider:
         self.start()
@@ -296,6 +301,22 @@ class MockProvider:
                 )
             return list(self._records)
 
+    def turn_away_open_connections(self, timeout: float = 5.0) -> None:
+        """Answer every request still to come on a connection open now with 410, unrecorded.
+
+        For a host that was killed and is about to be replaced: bytes it wrote just before
+        it died can reach a handler later, and must not count as the new host's.
+        """
+        loop, runner = self._loop, self._runner
+        if loop is None or runner is None or runner.server is None:
+            return
+        server = runner.server
+
+        async def snapshot() -> None:
+            self._stale_connections = set(server.connections)
+
+        asyncio.run_coroutine_threadsafe(snapshot(), loop).result(timeout)
+
     def wait_until_idle(self, timeout: float = 5.0) -> None:
         """Block until no request handler is running; raise :class:`TimeoutError` if not."""
         with self._cond:
@@ -333,6 +354,7 @@ class MockProvider:
             await runner.cleanup()
             return
         self._port = int(runner.addresses[0][1])
+        self._runner = runner
         self._loop, self._done = asyncio.get_running_loop(), done
         ready.set()
         await done.wait()
@@ -375,7 +397,7 @@ class MockProvider:
         raw = await request.read()
         epoch = int(request.match_info.get("epoch", 0))  # no /s/<n>: before any new scenario
         with self._cond:
-            stray = epoch != self._epoch
+            stray = epoch != self._epoch or request.protocol in self._stale_connections
             self.stray_requests += stray
         if stray:
             return _error_response(410, "mock provider: that scenario is over", code="gone")

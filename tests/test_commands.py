@@ -77,7 +77,7 @@ def start(
     return run_command(
         shell=SH,
         command=command,
-        cwd=cwd,
+        cwd=str(cwd),  # the workspace root string, as the session holds it
         session_id="sess-1",
         turn_id="turn-1",
         clock=clock,

@@ -557,3 +557,20 @@ def test_restart_serves_again() -> None:
         provider.stop()
     provider.stop()  # idempotent
     assert len(provider.requests()) == 2
+
+
+def test_requests_on_a_replaced_hosts_connections_are_turned_away(
+    provider: MockProvider, client: httpx.Client
+) -> None:
+    provider.enqueue(TextReply("for the killed host"), TextReply("for the new host"))
+    assert chat(client, stream=False).status_code == 200  # opens a kept-alive connection
+    provider.turn_away_open_connections()
+    provider.reset()
+    provider.enqueue(TextReply("for the new host"))
+    late = chat(client, stream=False)  # the same connection: bytes of the killed host
+    assert late.status_code == 410
+    assert provider.requests() == [] and provider.pending_replies() == 1
+    with httpx.Client(base_url=provider.base_url, timeout=5.0) as new_host:
+        answer = chat(new_host, stream=False).json()
+    assert answer["choices"][0]["message"]["content"] == "for the new host"
+    assert len(provider.requests()) == 1

@@ -176,6 +176,7 @@ class Campaign:
             work.absorb_announcements()
             result.operations = [op.line() for op in history.operations]
             provider.wait_until_idle(self.settings.timeout)
+            provider.turn_away_open_connections(self.settings.timeout)
             provider.reset()  # from here on, every provider request is the new host's
             at_kill = journal_lines(workspace)
 
