@@ -51,10 +51,12 @@ Feature: Submitting a plan
       And nothing in the project changed
 
       Examples:
-        | arrangement               |
-        | together with a Read call |
-        | together with a Bash call |
-        | followed by a Glob call   |
+        | arrangement                        |
+        | together with a Read call          |
+        | together with a Bash call          |
+        | followed by a Glob call            |
+        | together with a Write call         |
+        | followed by a TeleportFiles call   |
 
     @R1.6
     Scenario: Two plans in one message are both refused

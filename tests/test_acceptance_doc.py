@@ -28,4 +28,4 @@ def test_scenarios_carry_their_rule_and_requirements() -> None:
     alone = submit["A plan submitted beside another call is refused as a whole (<arrangement>)"]
     assert alone.requirements == ("R1.6",)
     assert "only tool call" in alone.rule
-    assert alone.examples[0] == ("arrangement",) and len(alone.examples) == 4
+    assert alone.examples[0] == ("arrangement",) and len(alone.examples) == 6

@@ -603,6 +603,18 @@ def reject_answer(world: World) -> None:
     assert answered["status"] == "rejected", f"the reject response shows {answered['status']}"
     approval = read_back(world)
     assert answered == approval, f"the reject response {answered} differs from {approval}"
+    announced = world.wait_for(
+        "approval/updated",
+        lambda p: (
+            p["approval"]["approvalId"] == approval["approvalId"]
+            and p["approval"]["status"] == "rejected"
+        ),
+    )["approval"]
+    differ = sorted(k for k in approval if announced.get(k) != approval[k])
+    assert not differ, (
+        f"the rejection was announced with { ({k: announced.get(k) for k in differ}) }; "
+        f"approval/get and storage hold { ({k: approval[k] for k in differ}) }"
+    )
 
 
 # -- checks: the deadline -----------------------------------------------------------------

@@ -390,7 +390,9 @@ def execution_has_plan(world: World) -> None:
     assert approval["artifact"]["path"] in text, (
         f"the model was not told the artifact path {approval['artifact']['path']}"
     )
-    assert markdown.strip() in text, "the model was not given the plan's full content"
+    assert markdown in text, (  # the full markdown: its first and last bytes too
+        "the model was not given the plan's full content, exactly as submitted"
+    )
 
 
 @then("the follow-up plan is carried out after the earlier execution has ended")

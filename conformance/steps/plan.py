@@ -258,7 +258,8 @@ def latest_approval(world: World) -> dict[str, Any]:
     it sent)."""
     approvals = granted(world.rpc.list_approvals, session_id(world)).approvals
     assert approvals, "the host lists no approval for the session"
-    # The contract gives approval/list no order: find the newest by what the harness knows.
+    # approval/list is oldest first, but plans created at one host-clock instant tie:
+    # find the newest by what the harness knows.
     of_turn = [a for a in approvals if a.turnId is not None and a.turnId == world.active_turn]
     if len(of_turn) == 1:
         return plain(of_turn[0])
