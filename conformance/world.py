@@ -425,6 +425,11 @@ class World:
 
     # -- notifications across restarts ----------------------------------------------------
 
+    def disagree(self, message: str) -> None:
+        """Record that two reports of one record disagreed (judged after the steps)."""
+        if message not in self.disagreements:
+            self.disagreements.append(message)
+
     def mark(self) -> int:
         """A cursor: notifications from now on have an index >= this value."""
         live = self.client.mark() if self.client is not None else 0

@@ -15,15 +15,20 @@ from pytest_bdd import given, parsers, then, when
 
 from conformance.blame import blame, verifies
 from conformance.capabilities import require_fault_point
+from conformance.explore.model import APPROVAL_TTL_MS
 from conformance.mock_provider import StallReply, TextReply
 from conformance.protocol_models import ApprovalApproveParams
 from conformance.steps.model import default_markdown, script_plan, submit_plan_call
 from conformance.steps.plan import latest_approval, snapshot
-from conformance.steps.requests import granted, permission_mode, plain
+from conformance.steps.requests import (
+    field_differences,
+    granted,
+    permission_mode,
+    plain,
+)
 from conformance.steps.sessions import create_session_in_mode, read_session, session_id
 from conformance.world import ApprovalSnapshot, Outcome, SubmittedPlan, World, need
 
-APPROVAL_TTL_MS = 30 * 60 * 1000
 PLAN_PROMPT = "Plan the change, then submit it for approval."
 CLOSING_TEXT = "The approved plan is carried out."
 TIMEOUT_CODE = "PLAN_APPROVAL_TIMEOUT"
@@ -610,10 +615,9 @@ def reject_answer(world: World) -> None:
             and p["approval"]["status"] == "rejected"
         ),
     )["approval"]
-    differ = sorted(k for k in approval if announced.get(k) != approval[k])
-    assert not differ, (
-        f"the rejection was announced with { ({k: announced.get(k) for k in differ}) }; "
-        f"approval/get and storage hold { ({k: approval[k] for k in differ}) }"
+    shown, held = field_differences(announced, approval)
+    assert not shown, (
+        f"the rejection was announced with {shown}; approval/get and storage hold {held}"
     )
 
 
@@ -700,12 +704,9 @@ def expiry_announced(world: World) -> None:
     announced = _await_expiry(world)
     assert announced["statusCode"] == TIMEOUT_CODE, f"the expiry was announced with {announced}"
     # the announcement carries the record as it now is, every field (judged at the end)
-    current = read_back(world, announced["approvalId"])
-    differ = sorted(k for k in current if announced.get(k) != current[k])
-    if differ:
-        shown = {k: announced.get(k) for k in differ}
-        held = {k: current[k] for k in differ}
-        world.disagreements.append(
+    shown, held = field_differences(announced, read_back(world, announced["approvalId"]))
+    if shown:
+        world.disagree(
             f"the expiry was announced with {shown}; approval/get and storage hold {held}"
         )
 

@@ -13,6 +13,7 @@ from typing import Any
 from pytest_bdd import given, parsers, then, when
 
 from conformance.blame import blame, verifies
+from conformance.explore.model import APPROVAL_TTL_MS
 from conformance.mock_provider import TextReply
 from conformance.protocol_models import Approval
 from conformance.steps.model import script_calls, tool_call
@@ -29,7 +30,6 @@ from conformance.steps.requests import granted, permission_mode, plain
 from conformance.steps.sessions import read_session, session_id
 from conformance.world import World, need
 
-APPROVAL_TTL_MS = 30 * 60 * 1000
 QUIET_S = 1.0  # how long the user waits, after a plan ended, for a turn nobody asked for
 
 
@@ -69,7 +69,7 @@ def approval_pending(world: World, title: str) -> None:
     assert (row["title"], row["question"]) == (submitted.title, submitted.question), row
     assert row["session_id"] == session_id(world) and row["turn_id"] == world.active_turn, row
     with blame("R3.9"):  # each plan's own deadline, a revision's too
-        deadline = approval["createdAt"] + 30 * 60 * 1000
+        deadline = approval["createdAt"] + APPROVAL_TTL_MS
         assert approval["expiresAt"] == deadline, (
             f"the plan created at {approval['createdAt']} expires at {approval['expiresAt']}, "
             f"not 30 minutes later ({deadline})"

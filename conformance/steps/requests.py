@@ -32,6 +32,14 @@ def granted(call: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         raise CheckFailed(message, ()) from None
 
 
+def field_differences(
+    seen: dict[str, Any], held: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The fields where two reports of one record differ: ``seen``'s values, ``held``'s."""
+    keys = sorted(k for k in seen.keys() | held.keys() if seen.get(k) != held.get(k))
+    return {k: seen.get(k) for k in keys}, {k: held.get(k) for k in keys}
+
+
 def plain(model: BaseModel) -> dict[str, Any]:
     """A typed result as the JSON the host sent: the fields it gave, none defaulted."""
     return model.model_dump(mode="json", exclude_unset=True)

@@ -18,7 +18,13 @@ from conformance.client import ABSENT, Absent, HarnessError, RpcError
 from conformance.drivers import DUMMY_API_KEY
 from conformance.mock_provider import HttpErrorReply, TextReply
 from conformance.protocol_models import Mode, PermissionMode, ProviderConfig
-from conformance.steps.requests import granted, mock_provider, permission_mode, plain
+from conformance.steps.requests import (
+    field_differences,
+    granted,
+    mock_provider,
+    permission_mode,
+    plain,
+)
 from conformance.world import Outcome, World, need
 
 MODES: Final[dict[str, Mode]] = {"Agent": "agent", "Plan": "plan"}
@@ -72,26 +78,16 @@ def read_session(world: World, alias: str = "main") -> dict[str, Any]:
         again = plain(granted(world.rpc.get_session, wanted).session)
         if first == again:
             if len(listed) != 1:
-                _disagree(world, f"session/list shows the session {wanted} {len(listed)} times")
-                return first
-            differ = sorted(
-                k for k in first.keys() | listed[0].keys() if first.get(k) != listed[0].get(k)
-            )
-            if differ:
-                listed_values = {k: listed[0].get(k) for k in differ}
-                got_values = {k: first.get(k) for k in differ}
-                _disagree(
-                    world,
-                    f"session/list shows the session with {listed_values}; "
-                    f"session/get with {got_values}",
-                )
+                world.disagree(f"session/list shows the session {wanted} {len(listed)} times")
+            else:
+                listed_values, got_values = field_differences(listed[0], first)
+                if listed_values:
+                    world.disagree(
+                        f"session/list shows the session with {listed_values}; "
+                        f"session/get with {got_values}"
+                    )
             return first
     return again
-
-
-def _disagree(world: World, message: str) -> None:
-    if message not in world.disagreements:
-        world.disagreements.append(message)
 
 
 def stored_session(world: World, alias: str = "main") -> dict[str, Any]:

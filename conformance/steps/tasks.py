@@ -54,32 +54,28 @@ def _task_now(world: World) -> dict[str, Any]:
     )
 )
 def scheduled_task(world: World, mode: str, permission: str = "auto") -> None:
+    world.tasks.task = _new_task(world, "Changelog", TASK_PROMPT, mode, permission)
+
+
+def _new_task(world: World, name: str, prompt: str, mode: str, permission: str) -> dict[str, Any]:
+    """A task for the project on the mock provider, not due, as the host answered it."""
     result = granted(
         world.rpc.create_task,
-        "Changelog",
-        TASK_PROMPT,
+        name,
+        prompt,
         MODES[mode],
         str(world.workspace),
         mock_provider(world),
         permission_mode=permission_mode(permission),
         run_at=None,
     )
-    world.tasks.task = plain(result.task)
+    return plain(result.task)
 
 
 @given("another scheduled task, which is never run")
 def other_task(world: World) -> None:
-    result = granted(
-        world.rpc.create_task,
-        "Release notes",
-        "Draft the release notes.",
-        MODES["Agent"],
-        str(world.workspace),
-        mock_provider(world),
-        permission_mode=permission_mode("auto"),
-        run_at=None,
-    )
-    world.tasks.other_task_id = result.task.taskId
+    other = _new_task(world, "Release notes", "Draft the release notes.", "Agent", "auto")
+    world.tasks.other_task_id = other["taskId"]
 
 
 @given("the task was run by hand")

@@ -292,7 +292,7 @@ def _reports_found_schema_version() -> None:
 
     async def check_version(self: Storage) -> None:
         found = await self.user_version()
-        self._found_version = found or 10  # type: ignore[attr-defined]
+        self._found_version = found or 10
         await original_check(self)
 
     async def initialize(self: Host, params: dict[str, Any]) -> dict[str, Any]:

@@ -34,11 +34,11 @@ def _revision_keeps_first_deadline() -> None:
         known = first.get(session.id)
         saved = approvals_module.deadline_for
         if known is not None:
-            approvals_module.deadline_for = lambda created_at_ms: known  # type: ignore[assignment]
+            approvals_module.deadline_for = lambda created_at_ms: known
         try:
             row = await original(self, session, turn_id, args)
         finally:
-            approvals_module.deadline_for = saved  # type: ignore[assignment]
+            approvals_module.deadline_for = saved
         first.setdefault(session.id, row.expires_at)
         return row
 

@@ -76,8 +76,7 @@ def _edit_normalises_crlf() -> None:
         path = files.resolve_inside(root, relative, must_exist=True)
         files._require_regular(path, relative)
         try:
-            with open(path, encoding="utf-8") as handle:  # noqa: PTH123 - newline=None: CRLF -> LF
-                text = handle.read()
+            text = path.read_text(encoding="utf-8")  # universal newlines: CRLF -> LF
         except OSError as exc:
             raise files._io_error(relative, exc) from exc
         except UnicodeDecodeError as exc:
@@ -147,7 +146,7 @@ def _cap_per_stream() -> None:
     # command may stream up to twice maxCommandOutputBytes before it is truncated.
     base = commands._Collector
 
-    class PerStream(base):  # type: ignore[misc, valid-type]
+    class PerStream(base):
         def __init__(self) -> None:
             super().__init__()
             self._kept: dict[int, int] = {}
@@ -161,7 +160,7 @@ def _cap_per_stream() -> None:
                 return None
             return id(task) if task is not None else None
 
-        @property  # type: ignore[override]
+        @property
         def truncated(self) -> bool:
             stream = self._stream()
             if stream is not None and stream in self._kept:

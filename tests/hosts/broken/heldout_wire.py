@@ -107,7 +107,7 @@ def _state_checked_before_params() -> None:
             and method in ("session/configure", "session/prompt")
             and isinstance(params.get("sessionId"), str)
         ):
-            host = self._handlers[method].__self__  # type: ignore[attr-defined]
+            host = self._handlers[method].__self__
             row = await host.storage.get_session(params["sessionId"])
             if row is not None:
                 ensure_idle_for(host.activity_of(row.id), method)
