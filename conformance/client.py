@@ -89,6 +89,9 @@ EXIT_GRACE: Final = 2.0
 READ_CHUNK: Final = 64 * 1024
 
 
+_CLOCK_MOVES: Final = frozenset({"conformance/clock/set", "conformance/clock/advance"})
+
+
 class HostStoppedError(AssertionError):
     """The host closed its output (or input) while the harness was talking to it.
 
@@ -189,6 +192,8 @@ class HostClient:
         self._exit_status = exit_status
         self._lock = threading.Condition()
         self._write_lock = threading.Lock()
+        # (clock reading, notifications received before the answer) of every clock move
+        self.clock_moves: list[tuple[int, int]] = []
         self._reader = threading.Thread(target=self._read, name="host-reader", daemon=True)
         self._reader.start()
 
@@ -309,6 +314,10 @@ class HostClient:
             method = self.connection.method_of(request_id) or "the request"
             response = self.connection.take_response(request_id)
         if response is not None:
+            if response.method in _CLOCK_MOVES:
+                now = (response.message.get("result") or {}).get("now")
+                if isinstance(now, int):
+                    self.clock_moves.append((now, response.mark))
             return response.message
         if not arrived:
             raise TimeoutError(f"no response to {method} within {timeout} s")

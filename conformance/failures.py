@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -78,6 +78,18 @@ def _blame(problems: Sequence[Problem], tags: Collection[str]) -> list[str]:
     return sorted(blamed)
 
 
+MESSAGE_LIMIT = 1_000  # characters of a verdict's one-line message
+DETAIL_LIMIT = 20_000  # characters of its detail
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, saying how much was left out: a host that
+    echoes a frame-sized value must not turn one failure into megabytes of report."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
 def classify(
     error: BaseException | None,
     step_function: object,
@@ -87,6 +99,21 @@ def classify(
 ) -> Verdict:
     """The verdict for a scenario that raised ``error`` (None when its steps all passed),
     given the whole-scenario ``problems`` found after it ran."""
+    verdict = _classify(error, step_function, tags, world, problems)
+    return replace(
+        verdict,
+        message=clip(verdict.message, MESSAGE_LIMIT),
+        detail=clip(verdict.detail, DETAIL_LIMIT),
+    )
+
+
+def _classify(
+    error: BaseException | None,
+    step_function: object,
+    tags: Collection[str],
+    world: World | None,
+    problems: Sequence[Problem],
+) -> Verdict:
     violations = _host_violations(world.violations()) if world is not None else []
     exit_info = world.last_exit() if world is not None else None
     if isinstance(error, Unverified):

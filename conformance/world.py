@@ -435,6 +435,16 @@ class World:
         live = self.client.mark() if self.client is not None else 0
         return len(self.retired_notifications) + live
 
+    def clock_reached(self, moment: int) -> int | None:
+        """How many notifications had arrived when the live host answered the first clock
+        move that took its clock to ``moment`` or past it (a :meth:`mark`); None if none did."""
+        if self.client is None:
+            return None
+        for now, mark in self.client.clock_moves:
+            if now >= moment:
+                return len(self.retired_notifications) + mark
+        return None
+
     def notifications(self, method: str | None = None, since: int = 0) -> list[dict[str, Any]]:
         """Notifications of every host process of this scenario from ``since`` on."""
         live = self.client.notifications() if self.client is not None else []

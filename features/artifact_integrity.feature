@@ -98,6 +98,14 @@ Feature: Immutable host-written plan artifacts
       When the user asks for another plan
       Then each submission has its own artifact
 
+    @R2.4 @R2.5 @R2.9
+    Scenario: Two sessions of one project submitting at the same moment get two files
+      Given a session for the project in Plan mode
+      And another session for the same project has a plan titled "Same plan" awaiting approval
+      And the model will submit a plan titled "Same plan"
+      When the user asks for a plan
+      Then the two sessions' plans have artifacts of their own
+
     @R2.5 @R2.9
     Scenario: Files already in the plan folder are left alone
       Given the project's plan folder already holds 3 earlier artifacts

@@ -32,7 +32,7 @@ Feature: The absolute approval deadline
 
   Rule: At the deadline the host records the expiry by itself (§3)
 
-    @R3.11 @R3.8
+    @R3.11 @R3.8 @P32
     Scenario: The plan expires when the time is up, with nobody looking
       When 30 minutes pass
       Then the host announced the expiry on its own
@@ -40,7 +40,7 @@ Feature: The absolute approval deadline
       And no execution was started
       And the session is in Plan mode
 
-    @R3.11
+    @R3.11 @P32
     Scenario: Each waiting plan expires at its own deadline, also when another waits longer
       Given 10 minutes passed
       And another session has a plan awaiting approval

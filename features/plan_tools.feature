@@ -127,10 +127,11 @@ Feature: What the agent may do while planning
 
     @P10
     Scenario: Entering Plan mode during an Agent turn turns it into a Plan turn
-      Given a session for the project
-      And the model will switch to planning and then submit a plan titled "Planned on the way"
+      Given the project has a file "notes.txt" containing "original"
+      And a session for the project
+      And the model will switch to planning, read "notes.txt" and then submit a plan titled "Planned on the way"
       When the user sends a prompt
-      Then after the switch the model was offered exactly the planning tools
+      Then after the switch the model was offered exactly the planning tools, every time it was asked
       And an approval is pending for the plan titled "Planned on the way"
       And the session is in Plan mode
 
@@ -142,11 +143,32 @@ Feature: What the agent may do while planning
       When the user sends a prompt
       Then after the new context the model saw the summary and none of the earlier conversation
 
+    @R1.3
+    Scenario: A new context keeps the earlier conversation in the session's transcript
+      Given a session for the project in Plan mode
+      And the user had a conversation with the agent
+      And the model will start a new context summarised as "Summary: the cache is slow" and then answer
+      When the user sends a prompt
+      Then the session's transcript still holds the earlier conversation
+
     @P10
     Scenario: After a new context later turns carry the summary instead of the conversation
       Given a session for the project in Plan mode
       And the user had a conversation with the agent
       And the model will start a new context summarised as "Summary: the cache is slow" and then answer
+      And the user sent a prompt
+      And the model will answer "Understood."
+      When the user sends another prompt
+      Then the model again saw the summary and none of the conversation before it
+
+    @P10
+    Scenario: A second new context also replaces what was said since the first
+      Given a session for the project in Plan mode
+      And the user had a conversation with the agent
+      And the model will start a new context summarised as "Summary: the cache is slow" and then answer
+      And the user sent a prompt
+      And the user had another conversation with the agent
+      And the model will start a new context summarised as "Summary: move the cache to redis" and then answer
       And the user sent a prompt
       And the model will answer "Understood."
       When the user sends another prompt
@@ -173,14 +195,19 @@ Feature: What the agent may do while planning
   Rule: A page preview never leaves the machine's loopback interface (project rule P23)
 
     @P23
-    Scenario: Previewing a page that is not on the loopback interface is refused
-      Given a web page on the machine's network address that says "The admin panel lists 7 users"
+    Scenario Outline: Previewing a page that is not on the loopback interface is refused (<place>)
+      Given a web page on <place> that says "The admin panel lists 7 users"
       And a session for the project in Plan mode
       And the model will preview that page and then answer
       When the user sends a prompt
       Then the BrowserPreview call was refused with BROWSER_PREVIEW_REFUSED
       And the page on the network address was never requested
       And the model was not given that page's text
+
+      Examples:
+        | place                          |
+        | the machine's network address  |
+        | the address of every interface |
 
   Rule: A session without a project has no files to work on (project rule P30)
 

@@ -69,17 +69,27 @@ Feature: Malformed input
   Rule: A frame above the announced limit is refused without harm (project rule)
 
     @P2
-    Scenario: A request one byte over the frame limit is refused
-      When the client sends a request one byte longer than the host's frame limit
+    Scenario Outline: A request one byte over the frame limit is refused (<padding>)
+      When the client sends a request one byte longer than the host's frame limit, padded with <padding>
       Then the host answers it with FRAME_TOO_LARGE
       And the host keeps serving requests
       And the session list contains the session
 
+      Examples:
+        | padding                        |
+        | whitespace between its tokens  |
+        | characters of several bytes    |
+
     @P2
-    Scenario: A request exactly at the frame limit is served
-      When the client sends a request exactly as long as the host's frame limit
+    Scenario Outline: A request exactly at the frame limit is served (<padding>)
+      When the client sends a request exactly as long as the host's frame limit, padded with <padding>
       Then the host serves it
       And the host keeps serving requests
+
+      Examples:
+        | padding                        |
+        | whitespace between its tokens  |
+        | characters of several bytes    |
 
   Rule: Only the published methods exist (project rule)
 

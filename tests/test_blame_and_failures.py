@@ -25,7 +25,7 @@ from conformance.capabilities import Unverified
 from conformance.client import HarnessError, HostStoppedError
 from conformance.connection import RpcError
 from conformance.drivers import TOKEN_VARIABLE, InProcessDriver, ServeFn
-from conformance.failures import classify, failure_record
+from conformance.failures import DETAIL_LIMIT, MESSAGE_LIMIT, classify, failure_record
 from conformance.mock_provider import MockProvider
 from conformance.world import World
 from reference_host.server import serve as reference_serve
@@ -215,6 +215,21 @@ def test_a_failed_assertion_is_a_failed_check_with_its_message_split() -> None:
     assert verdict.message == "the approval is still pending"
     assert verdict.detail == "expected: interrupted"
     assert verdict.blamed == ("R4.10", "R4.11")
+
+
+def test_a_huge_message_is_cut_to_size_and_says_how_much_was_left_out() -> None:
+    # a host that echoes a frame-sized value must not make one failure megabytes long
+    echoed = "\u00e9" * 70_000
+    error = AssertionError(f"expected an error, got {echoed}\n{echoed}")
+    verdict = classify(error, step_declaring_nothing, TAGS, None)
+    assert verdict.message.startswith("expected an error, got \u00e9")
+    assert len(verdict.message) < MESSAGE_LIMIT + 50
+    assert verdict.message.endswith(
+        f"({len('expected an error, got ') + 70_000 - MESSAGE_LIMIT} more characters)"
+    )
+    assert len(verdict.detail) < DETAIL_LIMIT + 50
+    short = classify(AssertionError("short\ndetail"), step_declaring_nothing, TAGS, None)
+    assert (short.message, short.detail) == ("short", "detail")
 
 
 def test_a_refused_request_the_scenario_needed_is_a_failed_check() -> None:

@@ -698,11 +698,31 @@ def _await_expiry(world: World) -> dict[str, Any]:
     return found
 
 
+def _announced_before_clock_answer(world: World, announced: dict[str, Any]) -> None:
+    """A clock move that makes the deadline due answers after the expiry's notification."""
+    answered = world.clock_reached(announced["expiresAt"])
+    if answered is None:
+        return
+    index = next(
+        i
+        for i, note in enumerate(world.notifications())
+        if note["method"] == "approval/updated"
+        and note["params"]["approval"]["approvalId"] == announced["approvalId"]
+        and note["params"]["approval"]["status"] == "expired"
+    )
+    assert index < answered, (
+        "the expiry was announced after the answer to the clock move that made it due; "
+        "a timer's notifications come before that answer"
+    )
+
+
 @then("the host announced the expiry on its own")
 @verifies("R3.11")
 def expiry_announced(world: World) -> None:
     announced = _await_expiry(world)
     assert announced["statusCode"] == TIMEOUT_CODE, f"the expiry was announced with {announced}"
+    with blame("P32"):
+        _announced_before_clock_answer(world, announced)
     # the announcement carries the record as it now is, every field (judged at the end)
     shown, held = field_differences(announced, read_back(world, announced["approvalId"]))
     if shown:

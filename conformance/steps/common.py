@@ -15,6 +15,7 @@ from typing import Any, Final
 from pytest_bdd import given, parsers, then, when
 
 from conformance.blame import blame, verifies
+from conformance.failures import clip
 from conformance.steps.requests import granted, plain
 from conformance.world import Outcome, World, need
 from pi_contract import PROTOCOL_VERSION, error_catalog
@@ -349,7 +350,7 @@ def send_not_request(world: World, value: str) -> None:
 def raw_answered_with(world: World, code: str) -> None:
     # "A or B": the contract lets the host choose either code
     answer = raw_answers(world)[0]
-    assert "error" in answer, f"expected an error response, got {answer}"
+    assert "error" in answer, f"expected an error response, got {clip(repr(answer), 600)}"
     world.wire.refusal = answer["error"]
     found = (answer["error"].get("data") or {}).get("code")
     assert found in code.split(" or "), f"expected {code}, the host answered {answer['error']}"
@@ -418,13 +419,27 @@ def answers_carry_ids(world: World) -> None:
 # -- the frame limit (P2) -----------------------------------------------------------------
 
 
-def _padded_request(request_id: int, size: int) -> bytes:
-    """A valid request line of exactly ``size`` bytes (newline excluded), padded with the
-    whitespace JSON allows between tokens."""
-    head = b'{"jsonrpc":"2.0","id":%d,"method":"session/list","params":{}' % request_id
-    padding = size - len(head) - 1
-    assert padding >= 0, f"a frame limit of {size} bytes is too small"
-    return head + b" " * padding + b"}"
+_FILLERS: Final = ("whitespace between its tokens", "characters of several bytes")
+
+
+def _padded_request(request_id: int, size: int, filler: str) -> tuple[bytes, int | str]:
+    """A valid request line of exactly ``size`` bytes (newline excluded) and its id.
+
+    It is padded either with the whitespace JSON allows between tokens, or with a string
+    id of two-byte characters, so that a limit counted in characters instead of bytes
+    shows (P2 counts bytes).
+    """
+    assert filler in _FILLERS, f"no padding called {filler!r}"
+    if filler == _FILLERS[0]:
+        head = b'{"jsonrpc":"2.0","id":%d,"method":"session/list","params":{}' % request_id
+        padding = size - len(head) - 1
+        assert padding >= 0, f"a frame limit of {size} bytes is too small"
+        return head + b" " * padding + b"}", request_id
+    before, after = b'{"jsonrpc":"2.0","id":"', b'","method":"session/list","params":{}}'
+    room = size - len(before) - len(after)
+    assert room >= 2, f"a frame limit of {size} bytes is too small"
+    identifier = "\u00e9" * (room // 2) + "a" * (room % 2)
+    return before + identifier.encode() + after, identifier
 
 
 def _frame_limit(world: World) -> int:
@@ -433,16 +448,25 @@ def _frame_limit(world: World) -> int:
     return limit
 
 
-@when("the client sends a request one byte longer than the host's frame limit")
-def send_oversized(world: World) -> None:
-    line = _padded_request(7301, _frame_limit(world) + 1)
-    send_lines(world, line + b"\n", 7301)
+@when(
+    parsers.parse(
+        "the client sends a request one byte longer than the host's frame limit, "
+        "padded with {filler}"
+    )
+)
+def send_oversized(world: World, filler: str) -> None:
+    line, request_id = _padded_request(7301, _frame_limit(world) + 1, filler)
+    send_lines(world, line + b"\n", request_id)
 
 
-@when("the client sends a request exactly as long as the host's frame limit")
-def send_at_limit(world: World) -> None:
-    line = _padded_request(7302, _frame_limit(world))
-    send_lines(world, line + b"\n", 7302)
+@when(
+    parsers.parse(
+        "the client sends a request exactly as long as the host's frame limit, padded with {filler}"
+    )
+)
+def send_at_limit(world: World, filler: str) -> None:
+    line, request_id = _padded_request(7302, _frame_limit(world), filler)
+    send_lines(world, line + b"\n", request_id)
 
 
 @then("the host serves it")
@@ -453,7 +477,9 @@ def serves_at_limit(world: World) -> None:
         f"a request of exactly maxFrameBytes ({_frame_limit(world)}) bytes was refused: "
         f"{answer.get('error')}"
     )
-    assert answer.get("id") == world.wire.sent[0], answer
+    assert answer.get("id") == world.wire.sent[0], (
+        f"the answer does not carry the request's id: {clip(repr(answer), 600)}"
+    )
 
 
 # -- methods (P3) -------------------------------------------------------------------------

@@ -241,9 +241,14 @@ def model_reads_then_submits(world: World, path: str, title: str) -> None:
     script_plan(world, title, default_markdown(title))
 
 
-@given(parsers.parse('the model will switch to planning and then submit a plan titled "{title}"'))
-def model_enters_plan_mode(world: World, title: str) -> None:
+@given(
+    parsers.parse(
+        'the model will switch to planning, read "{path}" and then submit a plan titled "{title}"'
+    )
+)
+def model_enters_plan_mode_and_reads(world: World, path: str, title: str) -> None:
     script_calls(world, tool_call(world, "EnterPlanMode", {}), answer=None)
+    script_calls(world, tool_call(world, "Read", {"path": path}), answer=None)
     script_plan(world, title, default_markdown(title))
 
 

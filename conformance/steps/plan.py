@@ -253,6 +253,16 @@ def earlier_conversation(world: World) -> None:
     world.script.earlier_conversation += [question, answer]
 
 
+@given("the user had another conversation with the agent")
+def another_conversation(world: World) -> None:
+    question = "Later question: which store is faster?"
+    answer = "Later answer: redis answers faster than the disk cache."
+    world.provider.enqueue(TextReply(answer))
+    ended = run_prompt(world, question)
+    assert ended["outcome"] == "completed", f"the later conversation ended {ended}"
+    world.script.earlier_conversation += [question, answer]
+
+
 def latest_approval(world: World) -> dict[str, Any]:
     """The newest approval of the main session, as the host reports it now (as the JSON
     it sent)."""
@@ -645,6 +655,43 @@ def earlier_unchanged(world: World) -> None:
     for name, digest in world.arranged.earlier_artifacts.items():
         assert name in now, f"earlier artifact {name} disappeared"
         assert now[name] == digest, f"earlier artifact {name} was overwritten"
+
+
+@given(
+    parsers.parse(
+        'another session for the same project has a plan titled "{title}" awaiting approval'
+    )
+)
+def same_project_plan_pending(world: World, title: str) -> None:
+    _create(world, "other", mode="plan").require_result()
+    script_plan(world, title, default_markdown(title))
+    other = world.sessions["other"]["sessionId"]
+    mark = world.mark()
+    turn_id = granted(world.rpc.prompt, other, "Plan the change, then submit it.").turnId
+    ended = world.wait_for("turn/ended", lambda p: p["turnId"] == turn_id, since=mark)
+    assert ended["outcome"] == "completed", f"the other session's Plan turn ended {ended}"
+
+
+@then("the two sessions' plans have artifacts of their own")
+@verifies("R2.4")
+def sessions_own_artifacts(world: World) -> None:
+    found: dict[str, dict[str, Any]] = {}
+    for alias in ("other", "main"):
+        listed = granted(world.rpc.list_approvals, session_id(world, alias)).approvals
+        assert listed, (
+            f"the {alias} session's submission made no approval: two sessions of one project "
+            "that submit at one moment each get an artifact of their own"
+        )
+        found[alias] = plain(listed[-1])
+    paths = [a["artifact"]["path"] for a in found.values()]
+    assert paths[0] != paths[1], f"both sessions' plans were given the artifact {paths[0]}"
+    for approval, submitted in zip(found.values(), world.plan.submitted, strict=True):
+        content = artifact_file(world, approval).read_bytes()
+        with blame("R2.5", "R2.9"):
+            assert content == submitted.markdown.encode("utf-8"), (
+                f"{approval['artifact']['path']} does not hold what was submitted"
+            )
+        check_recorded(world, approval, submitted.markdown)
 
 
 @then("each submission has its own artifact")

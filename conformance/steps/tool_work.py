@@ -58,15 +58,25 @@ def local_page(world: World, text: str, request: pytest.FixtureRequest) -> None:
     world.arranged.local_page = page
 
 
-@given(parsers.parse('a web page on the machine\'s network address that says "{text}"'))
-def network_page(world: World, text: str, request: pytest.FixtureRequest) -> None:
-    address = network_address()
-    if address is None:
-        raise Unverified(
-            "network-address",
-            "this machine has no network address other than loopback, which the check that "
-            "BrowserPreview refuses other hosts needs (P23)",
-        )
+# where a page is served that BrowserPreview must not fetch, and the URL it is offered at
+_NOT_LOOPBACK: Final = ("the machine's network address", "the address of every interface")
+
+
+@given(parsers.parse('a web page on {place} that says "{text}"'))
+def network_page(world: World, place: str, text: str, request: pytest.FixtureRequest) -> None:
+    assert place in _NOT_LOOPBACK, f"no place called {place!r}"
+    if place == _NOT_LOOPBACK[0]:
+        address = network_address()
+        if address is None:
+            raise Unverified(
+                "network-address",
+                "this machine has no network address other than loopback, which the check "
+                "that BrowserPreview refuses other hosts needs (P23)",
+            )
+    else:
+        # 0.0.0.0 names no host; a client that connects to it reaches this machine's
+        # listeners, and P23 lists only localhost, 127.0.0.0/8 and ::1 as loopback.
+        address = "0.0.0.0"
     page = LocalPage(f"{text} {uuid.uuid4().hex[:12]}", address)
     request.addfinalizer(page.close)
     world.arranged.network_page = page
@@ -177,7 +187,7 @@ def network_text_withheld(world: World) -> None:
         assert page.text not in request_text(sent), "the model was given the page's text"
 
 
-@then("after the switch the model was offered exactly the planning tools")
+@then("after the switch the model was offered exactly the planning tools, every time it was asked")
 @verifies("P10")
 def plan_tools_after_switch(world: World) -> None:
     result = check_one_result(world, world.script.call_id("EnterPlanMode"), "EnterPlanMode")
@@ -187,9 +197,13 @@ def plan_tools_after_switch(world: World) -> None:
         f"the Agent turn started with the Plan tools: {requests[0].tool_names if requests else []}"
     )
     _, after = _given_after(world, "EnterPlanMode")
-    assert sorted(after.tool_names) == PLAN_TOOLS, (
-        f"after EnterPlanMode the host offered {sorted(after.tool_names)}, expected {PLAN_TOOLS}"
-    )
+    later = requests[requests.index(after) :]
+    assert len(later) >= 2, "the model was not asked again after its first call in Plan"
+    for number, request in enumerate(later, start=1):
+        assert sorted(request.tool_names) == PLAN_TOOLS, (
+            f"request {number} after EnterPlanMode offered {sorted(request.tool_names)}, "
+            f"expected {PLAN_TOOLS}"
+        )
 
 
 @then("after the new context the model saw the summary and none of the earlier conversation")
@@ -208,6 +222,22 @@ def summary_in_later_turn(world: World) -> None:
     requests = _turn_requests(world)
     assert requests, "the host made no request to the model in the later turn"
     _check_reset(world, requests[0], "in the later turn")
+
+
+@then("the session's transcript still holds the earlier conversation")
+@verifies("R1.3")
+def transcript_keeps_conversation(world: World) -> None:
+    entries = granted(world.rpc.session_transcript, session_id(world)).entries
+    read = [(e.turnId, e.role, e.content, e.createdAt) for e in entries]
+    rows = world.storage().rows("transcript", "session_id = ?", (session_id(world),))
+    stored = [(r["turn_id"], r["role"], json.loads(r["content"]), r["created_at"]) for r in rows]
+    assert read == stored, (
+        f"session/transcript reports {len(read)} entries, the transcript table holds "
+        f"{len(stored)} rows for the session; they are to be the same, in id order"
+    )
+    text = json.dumps([e.content for e in entries], ensure_ascii=False)
+    for earlier in world.script.earlier_conversation:
+        assert earlier in text, f"after the new context the transcript lost {earlier!r}"
 
 
 def _check_reset(world: World, request: RecordedRequest, when: str) -> None:

@@ -1,12 +1,11 @@
 """Broken hosts: a fifth held-out set (Plan mode and its tools, artifacts, the execution
 prompt, the transcript, new_context, BrowserPreview), written from the contract alone.
 
-Seven of these eight went uncaught; the three with a case below are caught now. The other
-five are kept as found, for the next round to close (docs/reliability.md lists them):
-plan-tools-only-right-after-enter, artifact-name-per-session-counter,
-transcript-from-last-reset, new-context-first-reset-wins and
-browser-preview-unspecified-address. Their variants have no case, so nothing claims they
-are caught.
+Seven of these eight went uncaught at first. All are caught now: the three found first by
+scenarios of the same round, the other five by scenarios written for them (the Plan tools
+in every request after EnterPlanMode, two sessions of one project submitting at one
+moment, the transcript after a new context, a second new context, and a preview of
+0.0.0.0).
 """
 
 from __future__ import annotations
@@ -218,5 +217,40 @@ CASES = [
         "artifact_and_content",
         "P15",
         "the model was not given the plan's full content, exactly as submitted",
+    ),
+    BrokenCase(
+        "plan-tools-only-right-after-enter",
+        "plan_tools",
+        "turns_it_into_a_plan_turn",
+        "P10",
+        "after EnterPlanMode offered",
+    ),
+    BrokenCase(
+        "artifact-name-per-session-counter",
+        "artifact_integrity",
+        "two_sessions_of_one_project",
+        "R2.4",
+        "submission made no approval",
+    ),
+    BrokenCase(
+        "transcript-from-last-reset",
+        "plan_tools",
+        "keeps_the_earlier_conversation",
+        "R1.3",
+        "session/transcript reports",
+    ),
+    BrokenCase(
+        "new-context-first-reset-wins",
+        "plan_tools",
+        "second_new_context",
+        "P10",
+        "the model was still given",
+    ),
+    BrokenCase(
+        "browser-preview-unspecified-address",
+        "plan_tools",
+        "not_on_the_loopback and every",
+        "P23",
+        "expected BROWSER_PREVIEW_REFUSED",
     ),
 ]

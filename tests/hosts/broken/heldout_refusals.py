@@ -1,9 +1,9 @@
 """Broken hosts: a sixth held-out set (the migration, refusals to start, framing, ids,
 notifications), written from the contract alone.
 
-Three of these eight went uncaught; reject-notice-without-decided-at is caught now. The
-other two are kept as found, without a case, for the next round (docs/reliability.md):
-frame-limit-in-characters and expiry-notice-after-clock-answer.
+Three of these eight went uncaught at first; all three are caught now (the rejection's
+announcement compared with approval/get, a frame padded with characters of several bytes,
+and the expiry's place before the answer to the clock move that made it due).
 """
 
 from __future__ import annotations
@@ -201,5 +201,19 @@ CASES = [
         "rejecting_keeps_the_session_in_plan",
         "R7.2",
         "the rejection was announced with {'decidedAt': None}",
+    ),
+    BrokenCase(
+        "frame-limit-in-characters",
+        "protocol_errors",
+        "one_byte_over_the_frame_limit and several",
+        "P2",
+        "expected an error response",
+    ),
+    BrokenCase(
+        "expiry-notice-after-clock-answer",
+        "deadline",
+        "expires_when_the_time_is_up",
+        "P32",
+        "the expiry was announced after the answer to the clock move",
     ),
 ]

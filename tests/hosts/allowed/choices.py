@@ -1,0 +1,100 @@
+"""Allowed variations for the checks added with the held-out sets: each host takes a choice
+the contract leaves open next to a rule a newer check enforces, so the check is proven to
+hold the rule and nothing more."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hosts.registry import AllowedCase, patch, variant
+from reference_host import server
+from reference_host.host import Host
+from reference_host.tasks import Tasks
+from reference_host.tools import files
+
+
+@variant("lines-end-with-cr-lf")
+def _lines_end_with_cr_lf() -> None:
+    # P5: a line is compact JSON followed by a newline; a CR before the newline is
+    # tolerated. This host ends every line it writes with CR LF.
+    encode = server.encode
+
+    def encode_with_cr(message: Any) -> bytes:
+        return encode(message) + b"\r"
+
+    patch(server, "encode", encode_with_cr)
+
+
+@variant("lists-newest-first")
+def _lists_newest_first() -> None:
+    # session/list, task/list and shell/list fix no order (approval/list alone is oldest
+    # first). This host lists sessions, tasks and shells newest or last first.
+    session_list = Host.session_list
+    shell_list = Host.shell_list
+    task_list = Tasks.list
+
+    async def sessions_reversed(self: Host, params: dict[str, Any]) -> dict[str, Any]:
+        result = await session_list(self, params)
+        return {**result, "sessions": result["sessions"][::-1]}
+
+    async def shells_reversed(self: Host, params: dict[str, Any]) -> dict[str, Any]:
+        result = await shell_list(self, params)
+        return {**result, "shells": result["shells"][::-1]}
+
+    async def tasks_reversed(self: Tasks, params: dict[str, Any]) -> dict[str, Any]:
+        result = await task_list(self, params)
+        return {**result, "tasks": result["tasks"][::-1]}
+
+    patch(Host, "session_list", sessions_reversed)
+    patch(Host, "shell_list", shells_reversed)
+    patch(Tasks, "list", tasks_reversed)
+
+
+@variant("search-results-grouped-and-listed")
+def _search_results_grouped_and_listed() -> None:
+    # P10 asks Glob for the matching paths and Grep for each matching file's path with the
+    # matching line; the layout is the host's. This host answers Glob with a JSON list and
+    # Grep grouped by file (the path on a line of its own, then "number: line" below it),
+    # and says "nothing found" when nothing matches.
+    glob_run = files.Glob.run
+    grep = files.Grep._grep
+
+    async def glob_as_list(self: files.Glob, ctx: Any, args: dict[str, Any]) -> str:
+        found = await glob_run(self, ctx, args)
+        paths = [] if found == files.NO_MATCHES else found.split("\n")
+        return json.dumps(paths) if paths else "nothing found"
+
+    def grep_grouped(*args: Any) -> str:
+        found = grep(*args)
+        if found == files.NO_MATCHES:
+            return "nothing found"
+        grouped: list[str] = []
+        for line in found.split("\n"):
+            path, number, text = line.split(":", 2)
+            if path not in grouped:
+                grouped.append(path)
+            grouped.append(f"  {number}: {text}")
+        return "\n".join(grouped)
+
+    patch(files.Glob, "run", glob_as_list)
+    patch(files.Grep, "_grep", staticmethod(grep_grouped))
+
+
+CASES = [
+    AllowedCase(
+        "lines-end-with-cr-lf",
+        "handshake,protocol_errors,sessions",
+        why="a CR before a line's newline is tolerated (P5); every check reads the line alike",
+    ),
+    AllowedCase(
+        "lists-newest-first",
+        "sessions,scheduled_plan,shell,isolation",
+        why="session/list, task/list and shell/list fix no order; only approval/list does",
+    ),
+    AllowedCase(
+        "search-results-grouped-and-listed",
+        "plan_tools,isolation",
+        why="how Glob and Grep lay out what they found is the host's (P10)",
+    ),
+]
