@@ -251,6 +251,13 @@ Feature: What the agent may do while planning
         | entering Plan with a reason             | EnterPlanMode  | {"reason": "to think first"}                                                            |
         | a context reset that keeps something    | new_context    | {"summary": "Start over", "keep": ["notes.txt"]}                                        |
 
+    @P27
+    Scenario: A call with empty arguments to a tool that needs none is read as none or refused
+      Given a session for the project
+      And the model will call EnterPlanMode with empty arguments
+      When the user sends a prompt
+      Then the EnterPlanMode call was taken as one without arguments or refused as invalid input, and the session is in the mode that says which
+
   Rule: Every tool call gets exactly one result, with a code and a status from the catalog (project rule P9)
 
     @P9

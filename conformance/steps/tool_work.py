@@ -25,7 +25,7 @@ from conformance.messages import (
 from conformance.mock_provider import RecordedRequest, TextReply
 from conformance.steps.plan import check_one_result, check_refusal
 from conformance.steps.requests import granted
-from conformance.steps.sessions import session_id
+from conformance.steps.sessions import read_session, session_id
 from conformance.world import World, need
 
 PLAN_TOOLS = sorted(
@@ -251,6 +251,30 @@ def _check_reset(world: World, request: RecordedRequest, when: str) -> None:
     assert not orphans, (
         f"{when} the request is not valid Chat Completions: tool messages answer no call of "
         f"an earlier assistant message: {orphans}"
+    )
+
+
+@then(
+    parsers.parse(
+        "the {tool} call was taken as one without arguments or refused as invalid input, "
+        "and the session is in the mode that says which"
+    )
+)
+@verifies("P27")
+def empty_arguments_either_way(world: World, tool: str) -> None:
+    result = check_one_result(world, world.script.call_id(tool), tool)
+    mode = read_session(world)["mode"]
+    if result["status"] == "ok":
+        assert mode == "plan", (
+            f"the {tool} call with empty arguments worked, yet the session is {mode}"
+        )
+    else:
+        check_refusal(result, tool, "INVALID_TOOL_INPUT")
+        assert mode == "agent", f"the {tool} call was refused, yet the session is {mode}"
+    ended = need(world.last_turn_end, "the turn's end")
+    assert ended["outcome"] == "completed", (
+        f"after the {tool} call with empty arguments the turn ended {ended['outcome']}: the "
+        "turn goes on after a tool call either way"
     )
 
 

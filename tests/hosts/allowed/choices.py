@@ -8,7 +8,8 @@ import json
 from typing import Any
 
 from hosts.registry import AllowedCase, patch, variant
-from reference_host import server
+from reference_host import server, turns
+from reference_host.errors import HostError
 from reference_host.host import Host
 from reference_host.tasks import Tasks
 from reference_host.tools import files
@@ -81,6 +82,20 @@ def _search_results_grouped_and_listed() -> None:
     patch(files.Grep, "_grep", staticmethod(grep_grouped))
 
 
+@variant("empty-arguments-refused")
+def _empty_arguments_refused() -> None:
+    # P27 lets a host read a tool call's empty arguments as {} or refuse them; this host
+    # refuses them with INVALID_TOOL_INPUT, as text that is not a JSON object.
+    original = turns._arguments
+
+    def _arguments(call: Any) -> Any:
+        if not call.arguments.strip():
+            raise HostError("INVALID_TOOL_INPUT", f"{call.name}: the arguments are empty")
+        return original(call)
+
+    patch(turns, "_arguments", _arguments)
+
+
 CASES = [
     AllowedCase(
         "lines-end-with-cr-lf",
@@ -96,5 +111,11 @@ CASES = [
         "search-results-grouped-and-listed",
         "plan_tools,isolation",
         why="how Glob and Grep lay out what they found is the host's (P10)",
+    ),
+    AllowedCase(
+        "empty-arguments-refused",
+        "plan_tools",
+        "empty_arguments or outside_the_tools_published_input",
+        why="empty tool-call arguments may be read as {} or refused as invalid input (P27)",
     ),
 ]

@@ -1101,6 +1101,20 @@ def _no_project_tools_use_a_folder_of_their_own() -> None:
     patch(files, "require_root", require_root)
 
 
+@variant("empty-arguments-tool-failed")
+def _empty_arguments_tool_failed() -> None:
+    # P27: empty arguments are parsed as JSON text and the parse error is reported as a
+    # tool failure (TOOL_FAILED) instead of being read as {} or refused as invalid input.
+    original = turns._arguments
+
+    def _arguments(call: Any) -> Any:
+        if not call.arguments.strip():
+            raise HostError("TOOL_FAILED", f"{call.name}: Expecting value: line 1 column 1")
+        return original(call)
+
+    patch(turns, "_arguments", _arguments)
+
+
 CASES = [
     # P30
     BrokenCase(
@@ -1570,5 +1584,12 @@ CASES = [
         "not_approved and extended",
         "P13",
         "the session still shows an active turn or execution",
+    ),
+    BrokenCase(
+        "empty-arguments-tool-failed",
+        "plan_tools",
+        "empty_arguments",
+        "P27",
+        "was stopped with TOOL_FAILED, expected INVALID_TOOL_INPUT",
     ),
 ]
