@@ -38,9 +38,10 @@ def network_address() -> str | None:
 
 
 class LocalPage:
-    """Serves ``text`` as an HTML page at :attr:`url`, on ``host``, until :meth:`close`."""
+    """Serves ``text`` as an HTML page at :attr:`url`, on ``host``, until :meth:`close`;
+    with ``redirect_to``, answers every request with a redirect there instead."""
 
-    def __init__(self, text: str, host: str = "127.0.0.1") -> None:
+    def __init__(self, text: str, host: str = "127.0.0.1", redirect_to: str | None = None) -> None:
         self.text = text
         self.host = host
         self.paths: list[str] = []
@@ -51,6 +52,12 @@ class LocalPage:
 
             def do_GET(self) -> None:
                 page.paths.append(self.path)
+                if redirect_to is not None:
+                    self.send_response(302)
+                    self.send_header("Location", redirect_to)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 body = f"<html><body><p>{page.text}</p></body></html>".encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/html; charset=utf-8")

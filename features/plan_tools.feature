@@ -89,16 +89,6 @@ Feature: What the agent may do while planning
       Then the model was given "the cache lives in memory" after its Read call
 
     @P10
-    Scenario: Looking for files by pattern finds the files that are there
-      Given the project has a file "src/cache.py" containing "CACHE = {}"
-      And the project has a file "src/store.py" containing "STORE = []"
-      And the project has a file "README.md" containing "read me"
-      And a session for the project in Plan mode
-      And the model will look for files matching "src/*.py" and then answer
-      When the user sends a prompt
-      Then the model was given "src/cache.py" and "src/store.py" but not "README.md" after its Glob call
-
-    @P10
     Scenario: Searching the project finds the matching lines in their files
       Given the project has a file "src/cache.py" containing "def evict_oldest(): pass"
       And the project has a file "src/store.py" containing "def keep_all(): pass"
@@ -107,6 +97,36 @@ Feature: What the agent may do while planning
       And the model will search the project for "evict_\w+" and then answer
       When the user sends a prompt
       Then the model was given "src/cache.py" and "evict_oldest" but not "src/store.py" and "src/legacy.py" after its Grep call
+
+    @P10
+    Scenario Outline: Looking for files by pattern finds exactly the files it names (<case>)
+      Given the project holds a small code base
+      And a session for the project in Plan mode
+      And the model will look for files matching "<pattern>" and then answer
+      When the user sends a prompt
+      Then the model was given <found> but not <left out> after its Glob call
+
+      Examples:
+        | case                          | pattern   | found                               | left out                          |
+        | one folder's files            | src/*.py  | "src/cache.py" and "src/store.py"   | "src/sub/deep.py" and "README.md" |
+        | the top level's files         | *.md      | "README.md"                         | "docs/guide.md"                   |
+        | every folder's files          | **/*.py   | "src/cache.py" and "src/sub/deep.py" | "README.md" and "docs/guide.md"   |
+        | a hidden folder's files       | **/*.yml  | ".github/ci.yml"                    | "src/cache.py"                    |
+
+    @P10
+    Scenario Outline: Searching the project matches line by line (<case>)
+      Given the project holds a small code base
+      And a session for the project in Plan mode
+      And the model will search the project for "<pattern>" and then answer
+      When the user sends a prompt
+      Then the model was given <found> but not <left out> after its Grep call
+
+      Examples:
+        | case                                | pattern      | found                                   | left out                            |
+        | a pattern anchored at a line start  | ^def evict   | "src/cache.py" and "def evict_oldest"   | "src/store.py" and "import os"      |
+        | a pattern anchored at a line end    | pass$        | "src/store.py" and "def keep_all"       | "README.md"                         |
+        | text beyond ASCII                   | café         | "src/cache.py" and "café au lait"       | "src/store.py" and "evict_oldest"   |
+        | a file in a hidden folder           | evict_in_ci  | ".github/ci.yml"                        | "src/cache.py"                      |
 
     @P10
     Scenario: Previewing a local page gives the model the page
@@ -208,6 +228,17 @@ Feature: What the agent may do while planning
         | place                          |
         | the machine's network address  |
         | the address of every interface |
+
+    @P23
+    Scenario: A local page that sends the preview elsewhere is not followed off the machine
+      Given a web page on the machine's network address that says "The admin panel lists 7 users"
+      And a local web page that redirects to that page
+      And a session for the project in Plan mode
+      And the model will preview the local page and then answer
+      When the user sends a prompt
+      Then the BrowserPreview call was refused with BROWSER_PREVIEW_REFUSED
+      And the page on the network address was never requested
+      And the model was not given that page's text
 
   Rule: A session without a project has no files to work on (project rule P30)
 

@@ -109,6 +109,7 @@ Feature: Submitting a plan
         | the title overflows a number  | {"title": 1e400, "markdown": "# M", "question": "Q"}                           |
         | the fields come as a list     | ["T", "# M", "Q"]                                                              |
         | the input is not JSON         | not json at all                                                                |
+        | the fields come as JSON text  | "{\"title\": \"T\", \"markdown\": \"# M\", \"question\": \"Q\"}"                 |
 
   Rule: A session without a project cannot hold a plan artifact (§2)
 

@@ -58,6 +58,34 @@ def local_page(world: World, text: str, request: pytest.FixtureRequest) -> None:
     world.arranged.local_page = page
 
 
+# Files at several depths, in a hidden folder, with the interesting line not first and
+# text beyond ASCII: a search that holds to its one line, one segment, or ASCII shows.
+_CODE_BASE: Final = {
+    "README.md": "Read me first\n",
+    "docs/guide.md": "# Guide\nHow the cache works.\n",
+    "src/cache.py": "import os\ndef evict_oldest(): pass\n# caf\u00e9 au lait\n",
+    "src/store.py": "def keep_all(): pass\n",
+    "src/sub/deep.py": "def evict_deeply(): pass\n",
+    ".github/ci.yml": "run: evict_in_ci\n",
+}
+
+
+@given("the project holds a small code base")
+def small_code_base(world: World) -> None:
+    for relative, text in _CODE_BASE.items():
+        target = world.workspace / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+
+
+@given("a local web page that redirects to that page")
+def redirecting_page(world: World, request: pytest.FixtureRequest) -> None:
+    target = need(world.arranged.network_page, "web page on the network address")
+    page = LocalPage(f"redirect {uuid.uuid4().hex[:12]}", redirect_to=target.url)
+    request.addfinalizer(page.close)
+    world.arranged.local_page = page
+
+
 # where a page is served that BrowserPreview must not fetch, and the URL it is offered at
 _NOT_LOOPBACK: Final = ("the machine's network address", "the address of every interface")
 
