@@ -279,7 +279,7 @@ class TaskState:
     run: dict[str, Any] | None = None
     expected: dict[str, Any] | None = None  # every field the user gave the task, as sent
     earlier_run_at: int | None = None  # the time the task was due before it was moved
-    other_task_id: str | None = None  # a second task, which the scenario never runs
+    other_task_id: str | None = None  # a second task
 
 
 @dataclass

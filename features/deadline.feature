@@ -57,6 +57,12 @@ Feature: The absolute approval deadline
       Then the approval records permission mode ask and an execution
       And the approval was decided at the moment of the decision
 
+    @R3.11 @R3.8
+    Scenario: A clock set back does not bring the deadline closer
+      Given the host clock was set back an hour
+      When the clock reaches one millisecond before the deadline
+      Then the plan titled "Migrate the database" is still awaiting approval
+
     @R3.11 @R1.11
     Scenario: After expiry a new plan can be submitted
       Given 31 minutes passed
@@ -94,3 +100,12 @@ Feature: The absolute approval deadline
         | decision | action                                      |
         | approved | approves the plan with permission mode auto |
         | rejected | rejects the plan                            |
+
+    @P14 @R4.4
+    Scenario: An expired plan stays expired when the clock is set back
+      Given 31 minutes passed
+      And the host clock was set back an hour
+      When a stale client approves the plan with permission mode auto
+      Then the request is refused with PLAN_APPROVAL_TIMEOUT
+      And the approval is unchanged
+      And no execution was started

@@ -66,6 +66,8 @@ Feature: Executing an approved plan
       When the user tries to send another prompt
       Then the request is refused with APPROVAL_PENDING
       And the plan titled "Follow-up" is still awaiting approval
+      And the execution has completed
+      And the plan titled "Follow-up" names the execution's turn as the one that made it
 
     @R4.9
     Scenario: Another session's plan can be approved while this session's execution runs
@@ -88,6 +90,29 @@ Feature: Executing an approved plan
       Then the execution has finished
       And the Write call succeeded
       And the project file "notes.txt" contains "written by the model"
+
+    @P7
+    Scenario: With ask, an edit waits for the user's permission too
+      Given the model will call Edit on "notes.txt"
+      When the user approves the plan with permission mode ask
+      Then the user is asked for permission before Edit
+      When the user denies it
+      Then the execution has finished
+      And the Edit call reports that permission was denied
+      And the project is as it was before
+
+    @P7
+    Scenario: A permission mode chosen after the execution is the one that counts
+      Given the user approved the plan with permission mode auto
+      And the execution has finished
+      And the user set the session's permission mode to ask
+      And the model will call Write on "later.txt"
+      When the user sends a new request to the agent
+      Then the user is asked for permission before Write
+      When the user denies it
+      Then the agent has finished the request
+      And the Write call reports that permission was denied
+      And the project is as it was before
 
     @P7
     Scenario: With ask, a denied file change changes nothing

@@ -36,6 +36,22 @@ Feature: A restart interrupts, and never replays
         | stops                    |
         | crashes and starts again |
 
+    @R4.10
+    Scenario Outline: The pending approvals of every session are interrupted when the host <stops>
+      Given a plan titled "Waiting" is awaiting approval
+      And another session has a plan awaiting approval
+      When the host <stops>
+      Then the pending plans of both sessions are interrupted
+
+      Examples:
+        | stops    |
+        | restarts |
+
+      @subprocess_only
+      Examples:
+        | stops                    |
+        | crashes and starts again |
+
     @R4.10 @P32
     Scenario: A plan whose deadline passed while the host was down is interrupted, not expired
       Given the host clock was set back an hour

@@ -9,7 +9,8 @@ Feature: Scheduled tasks never plan unattended
   deleted task is gone for good: it is not listed, never runs, and cannot be acted on (P26).
   A run the host was in the middle of when it stopped is over: it is recorded as failed and
   never resumed (P28). A task is reported and kept exactly as the user gave it, and a task
-  switched off does not run (P29).
+  switched off does not run (P29). A run whose model provider fails is a failed run, as its
+  turn is (P25).
 
   Background:
     Given a connected client
@@ -69,6 +70,15 @@ Feature: Scheduled tasks never plan unattended
       When the task comes due
       Then the run completes unattended
 
+  Rule: A run ends as its turn ended (§6, project rule P25)
+
+    @P25
+    Scenario: A run whose model provider answers with an error ends failed
+      Given a scheduled task in Agent mode for the project
+      And the model provider will refuse the next request
+      When the task is run now
+      Then the run is recorded as failed, as its turn ended
+
   Rule: Unattended runs cannot wait for a permission answer (project rule P8)
 
     @P8
@@ -125,6 +135,26 @@ Feature: Scheduled tasks never plan unattended
       And the task is listed and stored as changed
 
     @P29
+    Scenario: A task taken off the schedule is reported and kept without a time
+      Given a scheduled task in Agent mode for the project
+      And the task is due in 5 minutes
+      When the user takes the task off the schedule
+      Then the host reports the task as changed
+      And the task is listed and stored as changed
+
+    @P29
+    Scenario Outline: A refused task stays switched on when it <starts>
+      Given a scheduled task in Plan mode for the project
+      When the task <starts>
+      Then the run is refused with PLAN_REQUIRES_INTERACTIVE_SESSION
+      And the task is still switched on
+
+      Examples:
+        | starts     |
+        | is run now |
+        | comes due  |
+
+    @P29
     Scenario: A task run by hand still runs when its time comes
       Given a scheduled task in Agent mode for the project
       And the task is due in 5 minutes
@@ -150,6 +180,25 @@ Feature: Scheduled tasks never plan unattended
       And the user switched the task off
       When the time the task was due comes
       Then the switched-off task did not run
+
+    @P29
+    Scenario: A task switched off and on again runs when its time comes
+      Given a scheduled task in Agent mode for the project
+      And the task is due in 5 minutes
+      And the model will answer "The changelog is tidy." for the task
+      And the user switched the task off
+      And the user switched the task on again
+      When the time the task was due comes
+      Then the task ran when its time came
+
+    @P29
+    Scenario: Two tasks due at the same time both run when that time comes
+      Given a scheduled task in Agent mode for the project
+      And the task is due in 5 minutes
+      And another scheduled task in Agent mode, due at the same time
+      And the model will answer "The changelog is tidy." for each of the two tasks
+      When the time the task was due comes
+      Then both tasks ran when their time came
 
     @P29
     Scenario: A task moved to a later time does not run at its earlier time

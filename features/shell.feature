@@ -97,6 +97,12 @@ Feature: Shells and streamed commands
       When the model runs a command that prints bytes that are not UTF-8
       Then the output shows a replacement character before "ok"
 
+    @R7.3 @P20
+    Scenario: Carriage returns in the output arrive as the command printed them
+      Given a session for the project with permission mode auto
+      When the model runs a command that prints carriage returns
+      Then the output and the model's result hold the carriage returns as printed
+
     @P20
     Scenario: A character whose bytes arrive apart is shown whole
       Given a session for the project with permission mode auto
@@ -116,11 +122,28 @@ Feature: Shells and streamed commands
       When the model runs a command whose shell is ended by signal 9
       Then the command ended by signal 9
 
+    @R7.3
+    Scenario Outline: A shell that exits with status <status> reports that status, not a signal
+      Given a session for the project with permission mode auto
+      When the model runs a command whose shell exits with status <status>
+      Then the command exited with code <status>
+
+      Examples:
+        | status |
+        | 130    |
+        | 255    |
+
     @P20
     Scenario: Output past the announced cap is cut there
       Given a session for the project with permission mode auto
       When the model runs a command whose output is one byte over the host's output cap
       Then the output was cut at the cap and marked truncated
+
+    @P20
+    Scenario: Output of characters of several bytes is cut at the cap in bytes
+      Given a session for the project with permission mode auto
+      When the model runs a command whose output of two-byte characters passes the host's output cap in bytes, not in characters
+      Then the output was cut at the cap in bytes and marked truncated
 
     @P20
     Scenario: Both streams count towards one cap

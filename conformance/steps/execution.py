@@ -337,6 +337,21 @@ def _execution_ended(world: World, final: str) -> dict[str, Any]:
     return ended
 
 
+@then(
+    parsers.parse('the plan titled "{title}" names the execution\'s turn as the one that made it')
+)
+@verifies("R4.8")
+def plan_names_execution_turn(world: World, title: str) -> None:
+    turn_id = _execution_turn(world, _execution_id(world))["turnId"]
+    approvals = granted(world.rpc.list_approvals, session_id(world)).approvals
+    found = [a for a in approvals if a.title == title]
+    assert len(found) == 1, f"approvals titled {title!r}: {found}"
+    assert found[0].turnId == turn_id, (
+        f"the plan titled {title!r} names turn {found[0].turnId}; the execution turn "
+        f"{turn_id} submitted it"
+    )
+
+
 @then("the execution runs to completion")
 @verifies("R4.5")
 def execution_runs_to_completion(world: World) -> None:

@@ -506,11 +506,33 @@ def other_interrupted(world: World) -> None:
     assert listed, "after the restart the host lists no approval for the other session"
     approval = listed[-1]
     assert approval["status"] == "interrupted", (
-        f"the other session's pending plan is {approval['status']} after the restart"
+        f"the other session's pending plan is {approval['status']} after the restart: "
+        "recovery interrupts every pending approval, in every session"
     )
     assert approval["statusCode"] == INTERRUPTED_CODE, approval
     stored = _stored_at_first_answer(world, approval["approvalId"])
-    assert stored["status"] == "interrupted", stored
+    assert stored["status"] == "interrupted", (
+        f"when the restarted host first answered, storage showed the other session's pending "
+        f"plan {stored['status']}: recovery interrupts every pending approval, in every session"
+    )
+
+
+@then("the pending plans of both sessions are interrupted")
+@verifies("R4.10")
+def both_interrupted(world: World) -> None:
+    for alias, which in (("main", "the first session"), ("other", "the other session")):
+        listed = world.restart_seen.approvals_after.get(alias, [])
+        assert listed, f"after the restart the host lists no approval for {which}"
+        approval = listed[-1]
+        stored = _stored_at_first_answer(world, approval["approvalId"])
+        found = (approval["status"], approval["statusCode"])
+        kept = (stored["status"], stored["status_code"])
+        interrupted = ("interrupted", INTERRUPTED_CODE)
+        assert found == interrupted and kept == interrupted, (
+            f"after the restart the pending plan of {which} reads {found}, and storage held "
+            f"{kept} when the restarted host first answered: recovery interrupts every "
+            "pending approval, in every session, not only one"
+        )
 
 
 # -- one host per data dir (P17) --------------------------------------------------------------

@@ -294,6 +294,12 @@ def set_permission_mode(world: World, mode: str) -> None:
     world.attempt_typed(world.rpc.configure_session, session_id(world), permission_mode=chosen)
 
 
+@given(parsers.parse("the user set the session's permission mode to {mode}"))
+def permission_mode_was_set(world: World, mode: str) -> None:
+    set_permission_mode(world, mode)
+    world.outcome.require_result()
+
+
 @when(parsers.parse('the user selects the model "{model}" for the session'))
 def select_model(world: World, model: str) -> None:
     provider = mock_provider(world, model)

@@ -12,6 +12,7 @@ examined with psutil, so this works on Linux and macOS.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import sys
@@ -24,6 +25,7 @@ from pytest_bdd import given, parsers, then, when
 
 from conformance.blame import blame, verifies
 from conformance.capabilities import Unverified, require_output_room, shell_of_kind
+from conformance.messages import message_text, messages_after_call, request_answering
 from conformance.mock_provider import ScriptedToolCall, StallReply, TextReply, ToolCallsReply
 from conformance.protocol_models import ShellListResult
 from conformance.steps.model import script_calls, tool_call
@@ -72,7 +74,11 @@ NAMED_COMMANDS = {
     "prints bytes that are not UTF-8": "printf '\\377ok\\n'",
     # "é" (C3 A9) in two writes, apart in time: a host reads them in two pieces
     "prints a character in two pieces": "printf '\\303'; sleep 0.3; printf '\\251ok\\n'",
+    # a CR LF line end, then a lone CR, and no line end at all
+    "prints carriage returns": "printf 'a\\r\\nb\\rc'",
 }
+CARRIAGE_RETURNS = "a\r\nb\rc"
+TWO_BYTE_CHAR = "\u00e9"  # é, C3 A9 in UTF-8
 
 
 # -- helpers --------------------------------------------------------------------------------
@@ -481,12 +487,28 @@ def ended_by_signal(world: World, number: int) -> None:
     )
 
 
+@when(parsers.parse("the model runs a command whose shell exits with status {status:d}"))
+def shell_exits_with(world: World, status: int) -> None:
+    _start(world, f"exit {status}")
+    _turn_end(world)
+
+
 @then(parsers.parse("the command exited with code {code:d}"))
 @verifies("R7.3")
 def exited_with(world: World, code: int) -> None:
     exited = _exited(world)
     ending = (exited["exitCode"], exited["signal"])
-    assert ending == (code, None), f"the command ended with (exit code, signal) {ending}"
+    assert ending == (code, None), (
+        f"the shell exited on its own with status {code}, but the command ended with (exit "
+        f"code, signal) {ending}: signal is for a shell a signal ended, whatever the status"
+    )
+    with blame("C5"):  # the audit records what command/exited reported, and what happened
+        rows = world.storage().rows("command_audit", "id = ?", (exited["commandId"],))
+        recorded = (rows[0]["exit_code"], rows[0]["signal"]) if rows else "no row"
+        assert recorded == (code, None), (
+            f"command_audit records (exit code, signal) {recorded} for a shell that exited "
+            f"with status {code}"
+        )
 
 
 @then(parsers.parse("the output is one line of {count:d} characters in chunks of at most 16384"))
@@ -563,6 +585,79 @@ def cut_at_cap(world: World) -> None:
     assert len(notice.encode()) <= NOTICE_ALLOWANCE, f"{len(notice)} characters after the cap"
     row = world.storage().rows("command_audit", "id = ?", (exited["commandId"],))
     assert row and row[0]["truncated"] == 1, f"the audit does not record the truncation: {row}"
+
+
+@when(
+    "the model runs a command whose output of two-byte characters passes the host's output "
+    "cap in bytes, not in characters"
+)
+def two_byte_output_over_cap(world: World) -> None:
+    cap = _cap(world)
+    if cap < 4:
+        raise Unverified(
+            "maxCommandOutputBytes",
+            f"the announced output cap of {cap} bytes is too small to tell bytes from characters",
+        )
+    count = cap // 2 + 1  # over the cap in bytes, under it in characters
+    character = "".join(f"\\{byte:03o}" for byte in TWO_BYTE_CHAR.encode())
+    _start(world, f"yes \"$(printf '{character}')\" | tr -d '\\n' | head -c {2 * count}")
+    _turn_end(world)
+
+
+@then("the output was cut at the cap in bytes and marked truncated")
+@verifies("P20")
+def cut_at_cap_in_bytes(world: World) -> None:
+    cap = _cap(world)
+    count = cap // 2 + 1
+    exited = _exited(world)
+    out = _output(world, "stdout")
+    whole = len(out) - len(out.lstrip(TWO_BYTE_CHAR))
+    assert exited["truncated"] is True, (
+        f"{count} characters of 2 bytes ({2 * count} bytes) passed the announced cap of {cap} "
+        f"bytes, but the output was not marked truncated ({whole} characters were streamed): "
+        "maxCommandOutputBytes counts bytes, not characters"
+    )
+    assert whole <= cap // 2, (
+        f"{whole} characters of 2 bytes ({2 * whole} bytes) were streamed, past the announced "
+        f"cap of {cap} bytes: maxCommandOutputBytes counts bytes, not characters"
+    )
+    assert whole == cap // 2, (
+        f"only {whole} characters of 2 bytes were streamed, {2 * whole} of the {cap} bytes the "
+        "cap lets through"
+    )
+    notice = out[whole:]
+    assert len(notice.encode()) <= NOTICE_ALLOWANCE, (
+        f"{len(notice.encode())} bytes were streamed after the cap"
+    )
+
+
+@then("the output and the model's result hold the carriage returns as printed")
+@verifies("P20")
+def carriage_returns_kept(world: World) -> None:
+    require_output_room(world, len(CARRIAGE_RETURNS))
+    out = _output(world, "stdout")
+    assert out == CARRIAGE_RETURNS, (
+        f"the command printed {CARRIAGE_RETURNS!r}, command/output (joined in seq order) "
+        f"carried {out!r}: output is streamed as the command wrote it, line ends included"
+    )
+    with blame("P10"):  # Bash gives the model the command's output
+        turn_id = _turn_id(world)
+        results = [
+            n["params"]
+            for n in world.notifications("turn/toolResult", world.cursors.turn)
+            if n["params"]["turnId"] == turn_id and n["params"]["tool"] == "Bash"
+        ]
+        assert len(results) == 1, f"the Bash call got {len(results)} results"
+        call_id = results[0]["toolCallId"]
+        requests = world.provider.requests()[world.cursors.provider_turn :]
+        request = request_answering(requests, call_id)
+        assert request is not None, "the model was never given the result of its Bash call"
+        given = "\n".join(message_text(m) for m in messages_after_call(request, call_id))
+        escaped = json.dumps(CARRIAGE_RETURNS)[1:-1]  # a result given as JSON text
+        assert CARRIAGE_RETURNS in given or escaped in given, (
+            f"the command printed {CARRIAGE_RETURNS!r}, the model was given {given!r}: Bash "
+            "gives the model the command's output as it was printed"
+        )
 
 
 @then("the output of both streams together stayed within the cap")

@@ -57,8 +57,11 @@ def scheduled_task(world: World, mode: str, permission: str = "auto") -> None:
     world.tasks.task = _new_task(world, "Changelog", TASK_PROMPT, mode, permission)
 
 
-def _new_task(world: World, name: str, prompt: str, mode: str, permission: str) -> dict[str, Any]:
-    """A task for the project on the mock provider, not due, as the host answered it."""
+def _new_task(
+    world: World, name: str, prompt: str, mode: str, permission: str, run_at: int | None = None
+) -> dict[str, Any]:
+    """A task for the project on the mock provider, switched on and (unless ``run_at`` is
+    given) not due, as the host answered it."""
     result = granted(
         world.rpc.create_task,
         name,
@@ -67,7 +70,8 @@ def _new_task(world: World, name: str, prompt: str, mode: str, permission: str) 
         str(world.workspace),
         mock_provider(world),
         permission_mode=permission_mode(permission),
-        run_at=None,
+        run_at=run_at,
+        enabled=True,
     )
     return plain(result.task)
 
@@ -76,6 +80,50 @@ def _new_task(world: World, name: str, prompt: str, mode: str, permission: str) 
 def other_task(world: World) -> None:
     other = _new_task(world, "Release notes", "Draft the release notes.", "Agent", "auto")
     world.tasks.other_task_id = other["taskId"]
+
+
+@given("another scheduled task in Agent mode, due at the same time")
+def other_task_same_time(world: World) -> None:
+    runs_at = need(world.tasks.task, "scheduled task")["runAt"]
+    assert runs_at is not None, "the scenario's task was never due"
+    other = _new_task(
+        world, "Release notes", "Draft the release notes.", "Agent", "auto", run_at=runs_at
+    )
+    assert other["runAt"] == runs_at, f"the other task is due at {other['runAt']}, not {runs_at}"
+    world.tasks.other_task_id = other["taskId"]
+
+
+@given(parsers.parse('the model will answer "{text}" for each of the two tasks'))
+def model_answers_both_tasks(world: World, text: str) -> None:
+    world.provider.enqueue(TextReply(text), TextReply(text))
+
+
+@then("both tasks ran when their time came")
+@verifies("P29")
+def both_tasks_ran(world: World) -> None:
+    both = (_task_id(world), need(world.tasks.other_task_id, "the other task"))
+    finished: dict[str, dict[str, Any]] = {}
+    for task_id in both:
+        try:
+            finished[task_id] = _finished(
+                world,
+                lambda p, task_id=task_id: (
+                    p["run"]["taskId"] == task_id and p["run"]["outcome"] != "running"
+                ),
+            )
+        except TimeoutError:
+            if not finished and task_id == both[-1]:
+                raise  # nothing ran at all: the wait's own report says more
+    missing = [task_id for task_id in both if task_id not in finished]
+    assert not missing, (
+        f"of two enabled tasks due at the same moment, {sorted(finished) or 'none'} ran and "
+        f"{missing} did not (no task/runFinished): every enabled task runs when its runAt "
+        "comes due, whatever other task is due then too"
+    )
+    ended = {task_id: run["outcome"] for task_id, run in finished.items()}
+    assert set(ended.values()) == {"completed"}, f"the two runs ended {ended}"
+    sessions = {run["sessionId"] for run in finished.values()}
+    assert len(sessions) == 2, f"the two runs ran in the sessions {sessions}, not one each"
 
 
 @given("the task was run by hand")
@@ -264,6 +312,37 @@ def run_completed(world: World) -> None:
     assert kinds == [(run["sessionId"], "agent")], f"the run started turns {kinds}"
     last = _task_now(world)["lastRun"]
     assert last and last["runId"] == run["runId"] and last["outcome"] == "completed", last
+
+
+@then("the run is recorded as failed, as its turn ended")
+@verifies("P25")
+def run_failed_with_its_turn(world: World) -> None:
+    run = need(world.tasks.run, "finished run")
+    session = run["sessionId"]
+    assert session is not None, f"the Agent task's run names no session: {run}"
+    # the order of the turn's end and the run's end is the host's: wait for the later one
+    world.wait_for("turn/ended", lambda p: p["sessionId"] == session, since=world.cursors.turn)
+    ended = [
+        n["params"]
+        for n in world.notifications("turn/ended", world.cursors.turn)
+        if n["params"]["sessionId"] == session
+    ]
+    turns = [(e["outcome"], (e.get("error") or {}).get("code")) for e in ended]
+    assert turns == [("failed", "PROVIDER_ERROR")], (
+        f"the run's turn, whose model provider answered with an HTTP error, ended {turns}, "
+        "not failed with PROVIDER_ERROR"
+    )
+    assert run["outcome"] == "failed", (
+        f"task/runFinished reports the run {run['outcome']} (error {run['error']}), but its "
+        "turn ended failed: a run whose turn failed is a failed run, not a completed one"
+    )
+    last = _task_now(world)["lastRun"]
+    assert last and last["runId"] == run["runId"] and last["outcome"] == "failed", (
+        f"task/list reports the last run {last}, not the failed run {run['runId']}"
+    )
+    rows = world.storage().rows("scheduled_task_runs", "id = ?", (run["runId"],))
+    stored = rows[0]["outcome"] if rows else "no row"
+    assert stored == "failed", f"scheduled_task_runs holds the failed run as {stored}"
 
 
 @then("no plan artifact was written")
@@ -595,6 +674,46 @@ def change_full_task(world: World) -> None:
 @given("the user switched the task off")
 def switch_task_off(world: World) -> None:
     world.tasks.task = plain(granted(world.rpc.update_task, _task_id(world), enabled=False).task)
+
+
+@given("the user switched the task on again")
+def switch_task_on(world: World) -> None:
+    runs_at = need(world.tasks.task, "scheduled task")["runAt"]
+    task = plain(granted(world.rpc.update_task, _task_id(world), enabled=True).task)
+    assert (task["enabled"], task["runAt"]) == (True, runs_at), (
+        f"switched on again with enabled alone, the task reads enabled {task['enabled']}, due "
+        f"at {task['runAt']} (it was due at {runs_at}): a task/update keeps the fields it leaves "
+        "out"
+    )
+    world.tasks.task = task
+
+
+@when("the user takes the task off the schedule")
+def take_task_off_schedule(world: World) -> None:
+    before = need(world.tasks.task, "scheduled task")
+    assert before["runAt"] is not None, "the scenario's task was never due"
+    result = granted(world.rpc.update_task, _task_id(world), run_at=None)
+    world.tasks.expected = {
+        **{key: before[key] for key in _STORED if key != "runAt"},
+        "provider": before["provider"],
+        "runAt": None,
+    }
+    world.tasks.task = plain(result.task)
+
+
+@then("the task is still switched on")
+@verifies("P29")
+def task_still_switched_on(world: World) -> None:
+    need(world.tasks.run, "finished run")  # the settle point has passed
+    listed = _task_now(world)["enabled"]
+    assert listed is True, (
+        f"after its refused run task/list reports the task enabled: {listed}; the user left "
+        "it switched on, and only the user switches a task off (a refused Plan task stays "
+        "as it was and is refused again each time it runs)"
+    )
+    rows = world.storage().rows("scheduled_tasks", "id = ?", (_task_id(world),))
+    stored = rows[0]["enabled"] if rows else "no row"
+    assert stored == 1, f"after its refused run scheduled_tasks holds enabled = {stored}"
 
 
 @then(parsers.re(r"the host reports the task as (it was created|changed)"))
