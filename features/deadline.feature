@@ -50,6 +50,13 @@ Feature: The absolute approval deadline
       And the plan of the other session, submitted later, still waits for approval
 
     @R3.11
+    Scenario: Deciding one plan leaves another session's plan of the same moment to expire
+      Given another session has a plan awaiting approval
+      And the user rejected the plan
+      When 30 minutes pass
+      Then the plan of the other session expired on its own
+
+    @R3.11
     Scenario: One millisecond before the deadline the plan can still be approved
       Given the clock reached one millisecond before the deadline
       And the model will answer "The plan is carried out."

@@ -65,6 +65,14 @@ Feature: Sessions are isolated from each other
       Then every notification names the session the user prompted for its turn
       And each session's answer reached only that session
 
+    @R5.9 @P7
+    Scenario: Two sessions asking for permission at once each get their own answer
+      Given the model will ask to write a file in each session
+      When the user prompts both sessions
+      And both sessions ask for permission
+      And the user allows the question of the first session
+      Then the first session's write ran and the second session's question still waits
+
     @R5.9
     Scenario: Cancelling one session leaves the other's turn running
       Given both sessions are busy with a turn

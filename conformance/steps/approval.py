@@ -591,14 +591,18 @@ def approve_answer(world: World) -> None:
             f"the approve response shows the session with permission mode "
             f"{session['permissionMode']}"
         )
+        # the approval switched the session atomically: no announcement of it after the
+        # approve can show the session as it was before
         announced = world.wait_for(
             "session/updated",
-            lambda p: (
-                p["session"]["sessionId"] == session_id(world) and p["session"]["mode"] == "agent"
-            ),
+            lambda p: p["session"]["sessionId"] == session_id(world),
             since=world.cursors.approve,
+        )["session"]
+        shown = (announced["mode"], announced["permissionMode"])
+        assert shown == ("agent", answered["permissionMode"]), (
+            f"after the approve the session was first announced in mode {shown[0]} with "
+            f"permission mode {shown[1]}, not as the approve left it"
         )
-        assert announced["session"]["permissionMode"] == answered["permissionMode"], announced
 
 
 @then("the rejection answers with the rejected plan")
@@ -729,6 +733,29 @@ def expiry_announced(world: World) -> None:
         world.disagree(
             f"the expiry was announced with {shown}; approval/get and storage hold {held}"
         )
+
+
+@then("the plan of the other session expired on its own")
+@verifies("R3.11")
+def other_plan_expired(world: World) -> None:
+    # The clock move that reached the deadline made the expiry due, and a timer's work comes
+    # before the clock's answer (P32): no wait is needed.
+    other = world.sessions["other"]["sessionId"]
+    listed = world.rpc.request("approval/list", {"sessionId": other})["approvals"]
+    assert listed, "the host lists no approval for the other session"
+    shown = listed[-1]
+    assert (shown["status"], shown["statusCode"]) == ("expired", TIMEOUT_CODE), (
+        f"at its deadline the other session's plan reads {shown['status']} with "
+        f"{shown['statusCode']}: deciding this session's plan of the same moment kept the "
+        "other from expiring"
+    )
+    announced = [
+        n
+        for n in world.notifications("approval/updated")
+        if n["params"]["approval"]["approvalId"] == shown["approvalId"]
+        and n["params"]["approval"]["status"] == "expired"
+    ]
+    assert announced, "the other session's plan expired without an announcement"
 
 
 @then("the plan of the other session, submitted later, still waits for approval")

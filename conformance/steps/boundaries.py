@@ -442,6 +442,69 @@ def prompt_both(world: World) -> None:
     _started(world, OTHER, "Describe the second project.")
 
 
+@given("the model will ask to write a file in each session")
+def writes_in_both(world: World) -> None:
+    world.provider.enqueue(
+        ToolCallsReply((ScriptedToolCall("Write", {"path": "first.txt", "content": "1\n"}),)),
+        ToolCallsReply((ScriptedToolCall("Write", {"path": "second.txt", "content": "2\n"}),)),
+        TextReply("The first file is written."),
+        TextReply("The second file was not written."),
+    )
+
+
+@when("both sessions ask for permission")
+def both_ask(world: World) -> None:
+    for alias in ("main", OTHER):
+        own = session_id(world, alias)
+        try:
+            asked = world.wait_for("permission/requested", lambda p, s=own: p["sessionId"] == s)
+        except TimeoutError:
+            raise AssertionError(f"the {alias} session's Write ran without a question") from None
+        world.boundary.question_of[alias] = asked["requestId"]
+    ids = world.boundary.question_of
+    assert ids["main"] != ids[OTHER], (
+        f"both sessions' permission questions carry the id {ids['main']!r}: an answer could "
+        "not tell them apart"
+    )
+
+
+@when("the user allows the question of the first session")
+def allow_first(world: World) -> None:
+    granted_answer = world.rpc.call(
+        "permission/respond",
+        {"requestId": world.boundary.question_of["main"], "decision": "allow"},
+    )
+    assert "result" in granted_answer, f"the answer was refused: {granted_answer}"
+
+
+@then("the first session's write ran and the second session's question still waits")
+@verifies("R5.9")
+def only_first_answered(world: World) -> None:
+    ended = wait_turn_end(world, world.boundary.turn_of["main"])
+    assert (world.workspace / "first.txt").is_file(), (
+        f"the first session's allowed Write did not run (its turn ended {ended['outcome']})"
+    )
+    other_turn = world.boundary.turn_of[OTHER]
+    other_results = [
+        n["params"]
+        for n in world.notifications("turn/toolResult")
+        if n["params"]["turnId"] == other_turn
+    ]
+    assert not other_results, (
+        f"the answer to the first session's question also decided the second's: {other_results}"
+    )
+    other = need(world.arranged.other_project, "other project")
+    assert not (other / "second.txt").exists(), "the second session's Write ran unanswered"
+    denied = world.rpc.call(
+        "permission/respond",
+        {"requestId": world.boundary.question_of[OTHER], "decision": "deny"},
+    )
+    assert "result" in denied, (
+        f"the second session's question was no longer open after the first was answered: {denied}"
+    )
+    wait_turn_end(world, other_turn)
+
+
 @when("the model finishes both answers")
 def finish_both(world: World) -> None:
     world.provider.release_stalls()

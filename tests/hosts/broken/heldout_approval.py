@@ -1,14 +1,14 @@
 """Broken hosts: an eighth held-out set (approval and execution), written from the contract
 alone.
 
-Nine of these fourteen went uncaught at first; six are caught now (a clock set back before
-and after an expiry, the execution that made a plan read completed and named as the plan's
-turn, Edit asking under ask, a permission mode changed after the execution). Kept as found,
-without a case, for the next round (docs/reliability.md): approve-announces-the-plan-session,
-permission-ids-per-session and decision-cancels-timer-by-deadline.
+Nine of these fourteen went uncaught at first; all nine are caught now (a clock set back
+before and after an expiry, the execution that made a plan read completed and named as the
+plan's turn, Edit asking under ask, a permission mode changed after the execution, the
+session announced after an approve, two sessions' permission questions at once, and a
+decision in one session leaving another's plan of the same moment to expire).
 execution-started-without-execution-id is caught only when a wait runs out, and
 approval-list-stale-execution-state only by the restart's comparison, so neither has a
-case either.
+case.
 """
 
 from __future__ import annotations
@@ -465,5 +465,26 @@ CASES = [
         "Rejecting and exactly",
         "P14",
         "expected PLAN_APPROVAL_TIMEOUT",
+    ),
+    BrokenCase(
+        "approve-announces-the-plan-session",
+        "approval",
+        "switches_the_session_to_agent",
+        "C4",
+        "after the approve the session was first announced in mode plan",
+    ),
+    BrokenCase(
+        "decision-cancels-timer-by-deadline",
+        "deadline",
+        "deciding_one_plan_leaves",
+        "R3.11",
+        "kept the other from expiring",
+    ),
+    BrokenCase(
+        "permission-ids-per-session",
+        "isolation",
+        "asking_for_permission_at_once",
+        "R5.9",
+        "an answer could not tell them apart",
     ),
 ]
