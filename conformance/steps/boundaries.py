@@ -456,8 +456,12 @@ def writes_in_both(world: World) -> None:
 def both_ask(world: World) -> None:
     for alias in ("main", OTHER):
         own = session_id(world, alias)
+
+        def of_session(params: dict[str, Any], own: str = own) -> bool:
+            return bool(params["sessionId"] == own)
+
         try:
-            asked = world.wait_for("permission/requested", lambda p, s=own: p["sessionId"] == s)
+            asked = world.wait_for("permission/requested", of_session)
         except TimeoutError:
             raise AssertionError(f"the {alias} session's Write ran without a question") from None
         world.boundary.question_of[alias] = asked["requestId"]
