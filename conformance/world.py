@@ -203,6 +203,7 @@ class ModelScript:
 
     calls: list[ScriptedCall] = field(default_factory=list)
     earlier_conversation: list[str] = field(default_factory=list)  # texts of earlier turns
+    prompt: str | None = None  # the last prompt typed exactly as a check compares it
     last_batch: list[ScriptedCall] = field(default_factory=list)  # calls of one message
 
     def call_id(self, tool: str) -> str:
@@ -252,6 +253,8 @@ class SessionsState:
     turn_owner: dict[str, str] = field(default_factory=dict)  # turn id -> session id prompted
     turn_of: dict[str, str] = field(default_factory=dict)  # session alias -> its last turn id
     question_of: dict[str, str] = field(default_factory=dict)  # alias -> open permission id
+    # session id -> the index of its last session/updated already compared with a read
+    announcement_judged: dict[str, int] = field(default_factory=dict)
     configuration_before: dict[str, Any] | None = None  # session/get before a refused change
     stored_before: dict[str, Any] | None = None  # its sessions row at the same moment
     changed_to: dict[str, Any] = field(default_factory=dict)  # the last accepted change

@@ -73,6 +73,13 @@ Feature: Sessions are isolated from each other
       And the user allows the question of the first session
       Then the first session's write ran and the second session's question still waits
 
+    @R5.9 @R1.3
+    Scenario: Two sessions of one project keep their conversations apart
+      Given the user had a conversation with the agent
+      And another session is open for the same project
+      When the user talks to the agent in the other session
+      Then the other session's model saw none of the first session's conversation
+
     @R5.9
     Scenario: Cancelling one session leaves the other's turn running
       Given both sessions are busy with a turn

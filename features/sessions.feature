@@ -195,11 +195,33 @@ Feature: Sessions and their configuration
       When the user talks to the agent
       Then the agent answered "Back to work."
 
+  Rule: The model's own words are part of the conversation (§1)
+
+    @R1.3
+    Scenario: What the model says beside its tool calls stays in the conversation
+      Given the project has a file "notes.txt" containing "original"
+      And a session for the project with permission mode auto
+      And the model will say "Let me read the notes first." while reading "notes.txt", then answer
+      When the user sends a prompt
+      Then the model was given its own words "Let me read the notes first." again with its Read call
+
   Rule: The user's words and the model's answer pass through unchanged (project rule P31)
 
     @P31
-    Scenario: A prompt reaches the model exactly as the user typed it
+    Scenario Outline: A prompt reaches the model exactly as the user typed it (<prompt>)
       Given a session for the project
+      And the model will answer "Noted."
+      When the user sends a prompt <prompt>
+      Then the model was given the prompt exactly as typed
+
+      Examples:
+        | prompt                                |
+        | framed by blank lines and indentation |
+        | of nothing but blank space            |
+
+    @P31
+    Scenario: A prompt in Plan mode reaches the model as the last thing the user said
+      Given a session for the project in Plan mode
       And the model will answer "Noted."
       When the user sends a prompt framed by blank lines and indentation
       Then the model was given the prompt exactly as typed

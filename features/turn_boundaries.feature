@@ -20,6 +20,22 @@ Feature: One active turn, configuration only while idle
       And the turn is still running
       And once the model answers, the turn completes as the only turn of the session
 
+    @R5.1
+    Scenario: A turn waiting for a permission answer still holds the session
+      Given a session for the project with permission mode ask
+      And the user started a turn that waits for a permission answer
+      When the user tries to send another prompt
+      Then the request is refused with SESSION_BUSY
+      And the turn is still running
+
+    @R5.3
+    Scenario: A change while a turn waits for a permission answer is refused
+      Given a session for the project with permission mode ask
+      And the user started a turn that waits for a permission answer
+      When the user tries to change the mode
+      Then the request is refused with SESSION_BUSY
+      And the session's configuration is unchanged
+
     @R5.2
     Scenario: Asking for another plan while the planning turn runs is refused
       Given a session for the project in Plan mode

@@ -18,6 +18,7 @@ from pytest_bdd import given, parsers, then, when
 from conformance.blame import verifies
 from conformance.capabilities import require_fault_point
 from conformance.client import HostClient
+from conformance.messages import request_text
 from conformance.mock_provider import ScriptedToolCall, StallReply, TextReply, ToolCallsReply
 from conformance.steps.plan import snapshot
 from conformance.steps.requests import granted
@@ -60,6 +61,42 @@ def _started(world: World, alias: str, text: str) -> str:
 @when("the user starts a turn")
 def start_turn(world: World) -> None:
     world.active_turn = _started(world, "main", "Go.")
+
+
+@when("the user talks to the agent in the other session")
+def talk_in_other(world: World) -> None:
+    world.cursors.provider_turn = len(world.provider.requests())
+    world.provider.enqueue(TextReply("A fresh start."))
+    mark = world.mark()
+    ended = wait_turn_end(world, prompt(world, "What do you know so far?", "other"), mark)
+    assert ended["outcome"] == "completed", f"the other session's turn ended {ended}"
+
+
+@then("the other session's model saw none of the first session's conversation")
+@verifies("R5.9")
+def conversations_apart(world: World) -> None:
+    requests = world.provider.requests()[world.cursors.provider_turn :]
+    assert requests, "the other session's turn made no request to the model"
+    text = request_text(requests[0])
+    for earlier in world.script.earlier_conversation:
+        assert earlier not in text, (
+            f"the other session's model was given {earlier!r} from the first session's "
+            "conversation: each session has a conversation of its own, also on one project"
+        )
+
+
+@given("the user started a turn that waits for a permission answer")
+def turn_waits_for_permission(world: World) -> None:
+    world.provider.enqueue(
+        ToolCallsReply((ScriptedToolCall("Write", {"path": "asked.txt", "content": "1\n"}),)),
+        TextReply("Written."),
+    )
+    mark = world.mark()
+    world.active_turn = prompt(world, "Write the file.", "main")
+    try:
+        world.wait_for("permission/requested", lambda p: p["turnId"] == world.active_turn, mark)
+    except TimeoutError:
+        raise AssertionError("the Write under permission mode ask did not ask") from None
 
 
 @when("the user tries to send another prompt")

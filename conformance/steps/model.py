@@ -186,6 +186,13 @@ def model_tampers(world: World, tool: str) -> None:
     script_calls(world, tool_call(world, name, arguments))
 
 
+@given(parsers.parse('the model will say "{text}" while reading "{path}", then answer'))
+def model_speaks_and_reads(world: World, text: str, path: str) -> None:
+    call = tool_call(world, "Read", {"path": path})
+    world.provider.enqueue(ToolCallsReply((call,), text=text))
+    world.provider.enqueue(TextReply(CLOSING_ANSWER))
+
+
 @given(parsers.parse("the model will call {tool} with empty arguments"))
 def model_calls_without_arguments(world: World, tool: str) -> None:
     # some providers send "" for a tool without parameters (P27 leaves the reading open)

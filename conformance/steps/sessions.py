@@ -77,6 +77,7 @@ def read_session(world: World, alias: str = "main") -> dict[str, Any]:
         ]
         again = plain(granted(world.rpc.get_session, wanted).session)
         if first == again:
+            _announcement_agrees(world, wanted, first)
             if len(listed) != 1:
                 world.disagree(f"session/list shows the session {wanted} {len(listed)} times")
             else:
@@ -88,6 +89,46 @@ def read_session(world: World, alias: str = "main") -> dict[str, Any]:
                     )
             return first
     return again
+
+
+ANNOUNCEMENT_GRACE_S: Final = 2.0  # for a session/updated already on its way
+
+
+def _announcement_agrees(world: World, wanted: str, session: dict[str, Any]) -> None:
+    """The live host's last session/updated of the session shows it as session/get does:
+    every change is announced with the session as it then is (R7.2). A newer announcement
+    still on its way is waited for, briefly; each announcement is judged once."""
+    notes = world.notifications()
+    first_live = len(world.retired_notifications)
+    last = next(
+        (
+            i
+            for i in range(len(notes) - 1, first_live - 1, -1)
+            if notes[i]["method"] == "session/updated"
+            and notes[i]["params"]["session"]["sessionId"] == wanted
+        ),
+        None,
+    )
+    if last is None or world.boundary.announcement_judged.get(wanted) == last:
+        return
+    announced = notes[last]["params"]["session"]
+    if announced == session:
+        world.boundary.announcement_judged[wanted] = last
+        return
+    try:
+        world.wait_for(
+            "session/updated",
+            lambda p: p["session"] == session,
+            since=last + 1,
+            timeout=ANNOUNCEMENT_GRACE_S,
+        )
+    except TimeoutError:
+        world.boundary.announcement_judged[wanted] = last
+        shown, held = field_differences(announced, session)
+        world.disagree(
+            f"the last session/updated of session {wanted} shows {shown}; session/get "
+            f"shows {held}: a change was announced with a stale session or not at all"
+        )
 
 
 def stored_session(world: World, alias: str = "main") -> dict[str, Any]:
@@ -334,7 +375,8 @@ def new_setting(world: World, setting: str, alias: str = "main") -> dict[str, An
         model = "another-model" if provider.get("model") != "another-model" else "mock-model"
         return {"provider": {"baseUrl": provider.get("baseUrl") or base_url, "model": model}}
     if setting == "provider":
-        moved = base_url.replace("127.0.0.1", "localhost")
+        # another spelling of the same server, with a trailing slash: reported as given
+        moved = base_url.replace("127.0.0.1", "localhost") + "/"
         url = moved if provider.get("baseUrl") != moved else base_url
         return {"provider": {"baseUrl": url, "model": provider.get("model") or "mock-model"}}
     if setting == "shell":
@@ -715,9 +757,21 @@ FRAMED_PROMPT: Final = "\n\n  Please look at the project.\n\tAnd at its tests.  
 SPACED_ANSWER: Final = "Step one" + "\n" * 8 + " " * 8 + "    done" + "\t" * 8 + " end  \r\n"
 
 
-@when("the user sends a prompt framed by blank lines and indentation")
-def framed_prompt(world: World) -> None:
-    converse(world, FRAMED_PROMPT)
+# prompts the schema accepts that a host might "tidy" (P31 keeps them as typed)
+_UNTIDY_PROMPTS: Final = {
+    "framed by blank lines and indentation": FRAMED_PROMPT,
+    "of nothing but blank space": "  \r\n\t \n",
+}
+
+
+@when(parsers.re(r"the user sends a prompt (?P<kind>framed by .+|of nothing but .+)$"))
+def untidy_prompt(world: World, kind: str) -> None:
+    assert kind in _UNTIDY_PROMPTS, f"no prompt called {kind!r}"
+    world.script.prompt = _UNTIDY_PROMPTS[kind]
+    mark = world.mark()
+    turn_id = granted(world.rpc.prompt, session_id(world), world.script.prompt).turnId
+    ended = wait_turn_end(world, turn_id, since=mark)
+    assert ended["outcome"] == "completed", f"the turn ended {ended}"
 
 
 @then("the model was given the prompt exactly as typed")
@@ -728,9 +782,8 @@ def prompt_given_exactly(world: World) -> None:
     users = [m for m in requests[0].messages if m.get("role") == "user"]
     assert users, "the turn's first request carries no user message"
     given = _texts(users[-1].get("content"))
-    assert given == FRAMED_PROMPT, (
-        f"the model was given the prompt {given!r}; the user typed {FRAMED_PROMPT!r}"
-    )
+    typed = need(world.script.prompt, "the prompt the user typed")
+    assert given == typed, f"the model was given the prompt {given!r}; the user typed {typed!r}"
 
 
 @given("the model will answer with blank lines, indentation and trailing spaces")

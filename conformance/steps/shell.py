@@ -935,9 +935,23 @@ def cancel_during_first_call(world: World) -> None:
 @then("every call of that message got exactly one result")
 @verifies("P9")
 def one_result_per_cancelled_call(world: World) -> None:
-    results = [n["params"] for n in world.notifications("turn/toolResult", world.cursors.turn)]
+    notes = world.notifications(since=world.cursors.turn)
+    ended_at = next(
+        (
+            i
+            for i, n in enumerate(notes)
+            if n["method"] == "turn/ended" and n["params"]["turnId"] == world.commands.turn_id
+        ),
+        len(notes),
+    )
+    results = [(i, n["params"]) for i, n in enumerate(notes) if n["method"] == "turn/toolResult"]
     for call in world.script.last_batch:
-        mine = [r for r in results if r["toolCallId"] == call.call_id]
+        mine = [r for _, r in results if r["toolCallId"] == call.call_id]
         assert len(mine) == 1, (
             f"the {call.tool} call of the cancelled message got {len(mine)} results: {mine}"
+        )
+        late = [i for i, r in results if r["toolCallId"] == call.call_id and i > ended_at]
+        assert not late, (
+            f"the {call.tool} call's result came after its turn's turn/ended; every call's "
+            "turn/toolResult comes before the turn ends (Ordering)"
         )

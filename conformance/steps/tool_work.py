@@ -135,6 +135,25 @@ def given_after_call(world: World, wanted: str, unwanted: str | None, tool: str)
         assert item not in text, f"after its {tool} call the model was given {item!r}: {text!r}"
 
 
+@then(parsers.parse('the model was given its own words "{text}" again with its {tool} call'))
+@verifies("R1.3")
+def own_words_kept(world: World, text: str, tool: str) -> None:
+    call_id = world.script.call_id(tool)
+    request = request_answering(_turn_requests(world), call_id)
+    assert request is not None, f"the model was never given the result of its {tool} call"
+    said = [
+        message_text(m)
+        for m in request.messages
+        if m.get("role") == "assistant"
+        and any(c.get("id") == call_id for c in m.get("tool_calls") or [])
+    ]
+    assert said, f"the request after the {tool} call does not repeat the call's message"
+    assert text in said[0], (
+        f"the model's words beside its {tool} call were dropped from the conversation: the "
+        f"message that made the call reads {said[0]!r}"
+    )
+
+
 @then("the local page was fetched")
 @verifies("P10")
 def page_fetched(world: World) -> None:
