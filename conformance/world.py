@@ -253,8 +253,8 @@ class SessionsState:
     turn_owner: dict[str, str] = field(default_factory=dict)  # turn id -> session id prompted
     turn_of: dict[str, str] = field(default_factory=dict)  # session alias -> its last turn id
     question_of: dict[str, str] = field(default_factory=dict)  # alias -> open permission id
-    # session id -> the index of its last session/updated already compared with a read
-    announcement_judged: dict[str, int] = field(default_factory=dict)
+    # session id -> (index of its last session/updated, the session read) already compared
+    announcement_judged: dict[str, tuple[int, str]] = field(default_factory=dict)
     configuration_before: dict[str, Any] | None = None  # session/get before a refused change
     stored_before: dict[str, Any] | None = None  # its sessions row at the same moment
     changed_to: dict[str, Any] = field(default_factory=dict)  # the last accepted change

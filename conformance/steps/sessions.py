@@ -7,6 +7,7 @@ Every change is read back twice: over the protocol (``session/get``) and in stor
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Final
 
@@ -71,13 +72,14 @@ def read_session(world: World, alias: str = "main") -> dict[str, Any]:
     (while an execution moves on, the session may change in between)."""
     wanted = session_id(world, alias)
     for _ in range(_STABLE_READS):
+        mark = world.mark()
         first = plain(granted(world.rpc.get_session, wanted).session)
         listed = [
             plain(s) for s in granted(world.rpc.list_sessions).sessions if s.sessionId == wanted
         ]
         again = plain(granted(world.rpc.get_session, wanted).session)
         if first == again:
-            _announcement_agrees(world, wanted, first)
+            _announcement_agrees(world, wanted, first, mark)
             if len(listed) != 1:
                 world.disagree(f"session/list shows the session {wanted} {len(listed)} times")
             else:
@@ -94,41 +96,43 @@ def read_session(world: World, alias: str = "main") -> dict[str, Any]:
 ANNOUNCEMENT_GRACE_S: Final = 2.0  # for a session/updated already on its way
 
 
-def _announcement_agrees(world: World, wanted: str, session: dict[str, Any]) -> None:
-    """The live host's last session/updated of the session shows it as session/get does:
-    every change is announced with the session as it then is (R7.2). A newer announcement
-    still on its way is waited for, briefly; each announcement is judged once."""
+def _announcement_agrees(world: World, wanted: str, session: dict[str, Any], mark: int) -> None:
+    """The session as session/get reported it is the one the live host's last
+    session/updated before that read announced, or one announced after it (every change is
+    announced with the session as it then is, R7.2). ``mark`` is where the notifications
+    stood before the read; an announcement still on its way is waited for, briefly, and
+    each is judged once."""
     notes = world.notifications()
     first_live = len(world.retired_notifications)
     last = next(
         (
             i
-            for i in range(len(notes) - 1, first_live - 1, -1)
+            for i in range(min(mark, len(notes)) - 1, first_live - 1, -1)
             if notes[i]["method"] == "session/updated"
             and notes[i]["params"]["session"]["sessionId"] == wanted
         ),
         None,
     )
-    if last is None or world.boundary.announcement_judged.get(wanted) == last:
+    if last is None:
+        return
+    judged = (last, json.dumps(session, sort_keys=True))
+    if world.boundary.announcement_judged.get(wanted) == judged:
         return
     announced = notes[last]["params"]["session"]
-    if announced == session:
-        world.boundary.announcement_judged[wanted] = last
-        return
     try:
         world.wait_for(
             "session/updated",
             lambda p: p["session"] == session,
-            since=last + 1,
+            since=last,
             timeout=ANNOUNCEMENT_GRACE_S,
         )
     except TimeoutError:
-        world.boundary.announcement_judged[wanted] = last
         shown, held = field_differences(announced, session)
         world.disagree(
             f"the last session/updated of session {wanted} shows {shown}; session/get "
             f"shows {held}: a change was announced with a stale session or not at all"
         )
+    world.boundary.announcement_judged[wanted] = judged
 
 
 def stored_session(world: World, alias: str = "main") -> dict[str, Any]:

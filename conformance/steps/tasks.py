@@ -13,7 +13,7 @@ from typing import Any
 
 from pytest_bdd import given, parsers, then, when
 
-from conformance.blame import verifies
+from conformance.blame import blame, verifies
 from conformance.client import RpcError
 from conformance.messages import message_text
 from conformance.mock_provider import ScriptedToolCall, StallReply, TextReply, ToolCallsReply
@@ -212,6 +212,7 @@ def _finished(world: World, predicate: Any) -> dict[str, Any]:
 def run_task(world: World, how: str) -> None:
     _before_run(world)
     task_id = _task_id(world)
+    due_at: int | None = None
     if how == "is run now":
         outcome = world.attempt_typed(world.rpc.run_task, task_id)
         run_id = outcome.result["run"]["runId"] if outcome.result else None
@@ -220,10 +221,11 @@ def run_task(world: World, how: str) -> None:
         now = granted(world.rpc.clock_get).now
         granted(world.rpc.update_task, task_id, run_at=now + DUE_IN_MS)
         _before_run(world)
+        due_at = now + DUE_IN_MS
         granted(world.rpc.clock_advance, DUE_IN_MS)
         run_id = None
     # The settle point: the run's end, announced before or after the response.
-    world.tasks.run = _finished(
+    world.tasks.run = run = _finished(
         world,
         lambda p: (
             p["run"]["taskId"] == task_id
@@ -231,6 +233,45 @@ def run_task(world: World, how: str) -> None:
             and (run_id is None or p["run"]["runId"] == run_id)
         ),
     )
+    _check_run_announcements(world, task_id, run, due_at)
+
+
+def _check_run_announcements(
+    world: World, task_id: str, run: dict[str, Any], due_at: int | None
+) -> None:
+    """A run's turn is announced as a scheduled one (R6.3), and a run that came due on a
+    clock move was under way before that move was answered (P32)."""
+    notes = world.notifications(since=world.cursors.turn)
+    started = [
+        (i, n["params"])
+        for i, n in enumerate(notes)
+        if n["method"] == "turn/started" and n["params"]["sessionId"] == run.get("sessionId")
+    ]
+    if started:
+        with blame("R6.3"):
+            assert started[0][1]["kind"] == "scheduled", (
+                f"the run's turn was announced as a {started[0][1]['kind']!r} turn, not "
+                "a 'scheduled' one"
+            )
+    if due_at is None:
+        return
+    answered = world.clock_reached(due_at)
+    if answered is None:
+        return
+    first = next(
+        (
+            i
+            for i, n in enumerate(notes)
+            if (n["method"] == "turn/started" and n["params"]["kind"] == "scheduled")
+            or (n["method"] == "task/runFinished" and n["params"]["run"]["taskId"] == task_id)
+        ),
+        None,
+    )
+    with blame("P32"):
+        assert first is not None and world.cursors.turn + first < answered, (
+            "the task came due on a clock move, but its run was announced only after that "
+            "move was answered; a timer's notifications come before the clock's answer"
+        )
 
 
 # -- checks: Plan tasks are refused -----------------------------------------------------------
