@@ -9,7 +9,7 @@ that asks the model once more than it should is caught by the after-scenario che
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from pytest_bdd import given, parsers, then, when
 
@@ -74,6 +74,42 @@ def read_approval(world: World, approval_id: str | None = None) -> dict[str, Any
     """The approval as the host reports it now (``approval/get``, as the JSON it sent)."""
     wanted = approval_id or acted_on(world)["approvalId"]
     return plain(granted(world.rpc.get_approval, session_id(world), wanted).approval)
+
+
+ANNOUNCEMENT_GRACE_S: Final = 2.0  # for an approval/updated already on its way
+
+
+def check_announced(world: World, approval: dict[str, Any]) -> None:
+    """The approval as read is the one its last approval/updated announced, or one announced
+    soon after: every change of status or execution state is announced with the approval
+    as it then is (R7.2); judged after the steps."""
+    approval_id = approval["approvalId"]
+    notes = world.notifications()
+    last = next(
+        (
+            i
+            for i in range(len(notes) - 1, -1, -1)
+            if notes[i]["method"] == "approval/updated"
+            and notes[i]["params"]["approval"]["approvalId"] == approval_id
+        ),
+        None,
+    )
+    if last is None:
+        world.disagree(f"the approval {approval_id} was never announced by approval/updated")
+        return
+    try:
+        world.wait_for(
+            "approval/updated",
+            lambda p: p["approval"] == approval,
+            since=last,
+            timeout=ANNOUNCEMENT_GRACE_S,
+        )
+    except TimeoutError:
+        shown, held = field_differences(notes[last]["params"]["approval"], approval)
+        world.disagree(
+            f"the last approval/updated of {approval_id} shows {shown}; approval/get shows "
+            f"{held}: a change was announced with a stale approval or not at all"
+        )
 
 
 def stored_approval(world: World, approval_id: str) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from conformance.steps.approval import (
     CLOSING_TEXT,
     acted_on,
     approve,
+    check_announced,
     read_back,
     stored_approval,
 )
@@ -328,6 +329,7 @@ def _execution_ended(world: World, final: str) -> dict[str, Any]:
     assert approval["executionState"] == final, (
         f"after its turn ended the execution is reported {approval['executionState']}"
     )
+    check_announced(world, approval)
     assert approval["status"] == "approved", f"the approval became {approval['status']}"
     row = stored_approval(world, approval["approvalId"])
     assert (row["status"], row["execution_state"]) == ("approved", final), row
