@@ -256,6 +256,7 @@ class SessionsState:
     # session id -> (index of its last session/updated, the session read) already compared
     announcement_judged: dict[str, tuple[int, str]] = field(default_factory=dict)
     configuration_before: dict[str, Any] | None = None  # session/get before a refused change
+    session_before_change: dict[str, Any] | None = None  # session/get before an accepted one
     stored_before: dict[str, Any] | None = None  # its sessions row at the same moment
     changed_to: dict[str, Any] = field(default_factory=dict)  # the last accepted change
     first_exchange: tuple[str, str] | None = None  # (user text, model answer)

@@ -92,6 +92,13 @@ Feature: Protocol handshake and storage version
       And the database file is in write-ahead-log mode
 
     @R7.4
+    Scenario: An empty database file is a new database
+      Given a data directory whose database file is empty
+      When the host starts on that data directory
+      Then the host serves from that data directory
+      And the database file records schema version 10
+
+    @R7.4
     Scenario: A data directory whose name means something in a URI is used as named
       Given an empty data directory named "store 100%41 ?x#1"
       When the host starts on that data directory

@@ -222,6 +222,13 @@ def data_dir_named(world: World, name: str) -> None:
     world.data_dir.mkdir(parents=True)
 
 
+@given("a data directory whose database file is empty")
+def data_dir_with_empty_database(world: World) -> None:
+    # version 0 and nothing in it: a new database, like a missing file (R7.4)
+    world.data_dir.mkdir(parents=True, exist_ok=True)
+    (world.data_dir / "host.db").write_bytes(b"")
+
+
 @then("the host serves from that data directory")
 @verifies("R7.4")
 def serves_from_data_dir(world: World) -> None:

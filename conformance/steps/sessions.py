@@ -392,6 +392,10 @@ def new_setting(world: World, setting: str, alias: str = "main") -> dict[str, An
 def change_setting(world: World, setting: str) -> None:
     changes = new_setting(world, setting)
     world.boundary.changed_to = changes
+    world.boundary.session_before_change = read_session(world)
+    # time passes between creating and changing: what the change leaves alone (createdAt
+    # included) must not move with the clock
+    granted(world.rpc.clock_advance, 60_000)
     configure(world, changes)
 
 
@@ -435,6 +439,14 @@ def has_new_setting(world: World, setting: str) -> None:
     changes = world.boundary.changed_to
     now = read_session(world)
     row = stored_session(world)
+    before = need(world.boundary.session_before_change, "the session before the change")
+    kept = {k: v for k, v in before.items() if k not in changes}
+    moved = {k: now.get(k) for k, v in kept.items() if now.get(k) != v}
+    assert not moved, f"the change of {setting} also changed {moved}; before: {kept}"
+    assert row["created_at"] == before["createdAt"], (
+        f"the stored created_at became {row['created_at']}; the session was created at "
+        f"{before['createdAt']}"
+    )
     for key, value in changes.items():
         assert now.get(key) == value, f"the host reports {key} {now.get(key)!r}, not {value!r}"
         if key == "provider":
