@@ -25,6 +25,13 @@ Feature: Protocol handshake and storage version
         | the previous version | 8       |
         | a future version     | 10      |
 
+    @R7.1 @P4
+    Scenario: A client giving the version as text is refused
+      Given a freshly started host
+      When the client opens the connection asking for protocol version "9" written as text
+      Then the request is refused with INVALID_PARAMS or UNSUPPORTED_PROTOCOL_VERSION
+      And the host still accepts a connection asking for protocol version 9
+
   Rule: The connection is opened first, and only once (project rule)
 
     @P6

@@ -120,10 +120,11 @@ Feature: Malformed input
       And the session's configuration is unchanged
 
       Examples:
-        | change                                           |
-        | the mode together with an unknown permission mode |
-        | the model together with an unknown mode           |
-        | the permission mode together with a malformed shell |
+        | change                                                      |
+        | the mode together with an unknown permission mode           |
+        | the model together with an unknown mode                     |
+        | the permission mode together with a malformed shell         |
+        | the mode together with a provider on a port that cannot be  |
 
     @P4
     Scenario Outline: Broken params are refused as such while the session is busy (<request>)
@@ -177,6 +178,25 @@ Feature: Malformed input
         | a model name of absurd length                       |
         | a prompt holding half of a surrogate pair           |
         | a task name holding half of a surrogate pair        |
+        | a scheduled time with a fraction of a millisecond   |
+        | a mode given as null                                |
+        | a provider with a member of its own                 |
+        | a change that names no setting                      |
+        | a project path longer than the published limit      |
+        | a session without its project field                 |
+        | a permission answer that is neither allow nor deny  |
+        | a clock move past the last deadline it can set      |
+
+    @P4
+    Scenario Outline: A value at the edge of the published range is taken (<value>)
+      When the client sends <value>, which the schema allows
+      Then the host takes it and answers it as given
+      And the host keeps serving requests
+
+      Examples:
+        | value                                                      |
+        | a scheduled time at the last representable date            |
+        | a task name of the longest length in letters beyond ASCII  |
 
     @P4
     Scenario Outline: A number the host cannot hold is refused (<number>)

@@ -187,3 +187,14 @@ Feature: One active turn, configuration only while idle
       When the user cancels the turn
       Then the host answers that no turn was running
       And the session is idle
+
+  Rule: A cancelled turn's permission question is closed (project rule P7)
+
+    @P7
+    Scenario: A question of a cancelled turn can no longer be answered
+      Given a session for the project with permission mode ask
+      And the user started a turn that waits for a permission answer
+      And the user cancelled the turn
+      When the user answers the question of the cancelled turn, allowing the call
+      Then the request is refused with PERMISSION_REQUEST_NOT_FOUND
+      And the project has no file "asked.txt"

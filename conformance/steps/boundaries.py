@@ -35,7 +35,7 @@ from conformance.steps.sessions import (
     stored_session,
     wait_turn_end,
 )
-from conformance.world import World, need
+from conformance.world import Outcome, World, need
 
 OTHER = "other"
 
@@ -94,9 +94,25 @@ def turn_waits_for_permission(world: World) -> None:
     mark = world.mark()
     world.active_turn = prompt(world, "Write the file.", "main")
     try:
-        world.wait_for("permission/requested", lambda p: p["turnId"] == world.active_turn, mark)
+        asked = world.wait_for(
+            "permission/requested", lambda p: p["turnId"] == world.active_turn, mark
+        )
     except TimeoutError:
         raise AssertionError("the Write under permission mode ask did not ask") from None
+    world.boundary.question_of["main"] = asked["requestId"]
+
+
+@when("the user answers the question of the cancelled turn, allowing the call")
+def answer_after_cancel(world: World) -> None:
+    wait_turn_end(world, need(world.active_turn, "the cancelled turn"))
+    message = {  # unchecked: the question is expected to be closed
+        "jsonrpc": "2.0",
+        "id": world.rpc.next_id(),
+        "method": "permission/respond",
+        "params": {"requestId": world.boundary.question_of["main"], "decision": "allow"},
+    }
+    response = world.rpc.call_message(message, check=False)
+    world.outcome = Outcome.from_response("permission/respond", response)
 
 
 @when("the user tries to send another prompt")

@@ -151,8 +151,29 @@ def connection_established(world: World, version: int) -> None:
 
 @then(parsers.parse("the request is refused with {code}"))
 def refused_with(world: World, code: str) -> None:
+    # "A or B": the contract lets the host choose either code
     error = world.outcome.require_error()
-    assert error.canonical == code, f"expected {code}, the host answered {error}"
+    assert error.canonical in code.split(" or "), f"expected {code}, the host answered {error}"
+
+
+@when(
+    parsers.parse(
+        'the client opens the connection asking for protocol version "{version}" written as text'
+    )
+)
+def open_connection_text_version(world: World, version: str) -> None:
+    if world.host is None:
+        world.start_host()
+    params = {"protocolVersion": version, "clientInfo": {"name": "pi-conformance"}}
+    message = {
+        "jsonrpc": "2.0",
+        "id": world.rpc.next_id(),
+        "method": "initialize",
+        "params": params,
+    }
+    world.outcome = Outcome.from_response(
+        "initialize", world.rpc.call_message(message, check=False)
+    )
 
 
 @then("the refusal names protocol version 9 as the one the host speaks")
@@ -587,7 +608,74 @@ def _out_of_range(world: World) -> dict[str, tuple[str, dict[str, Any]]]:
             "task/create",
             _task_params(world, name="Nightly \udfff check"),
         ),
+        "a scheduled time with a fraction of a millisecond": (
+            "task/create",
+            _task_params(world, runAt=1_900_000_000_000.5),
+        ),
+        "a mode given as null": (
+            "session/configure",
+            {"sessionId": _session_ref(world), "mode": None, "permissionMode": "auto"},
+        ),
+        "a provider with a member of its own": (
+            "session/configure",
+            {
+                "sessionId": _session_ref(world),
+                "provider": {"baseUrl": port_url, "model": "m", "apiKey": "sk-x"},
+            },
+        ),
+        "a change that names no setting": ("session/configure", {"sessionId": _session_ref(world)}),
+        "a project path longer than the published limit": (
+            "session/create",
+            {"workspaceRoot": "/" + "p" * 4096},
+        ),
+        "a session without its project field": ("session/create", {}),
+        "a permission answer that is neither allow nor deny": (
+            "permission/respond",
+            {"requestId": "perm-never-asked", "decision": "Allow"},
+        ),
+        "a clock move past the last deadline it can set": (
+            "conformance/clock/advance",
+            {"ms": LATEST_TIMESTAMP},
+        ),
     }
+
+
+def _at_the_edge(world: World) -> dict[str, tuple[str, dict[str, Any], dict[str, Any]]]:
+    """Requests at the very edge of what the schemas allow: (method, params, what the
+    answer's task must read)."""
+    name = "\u00e9" * 200  # 200 characters, 400 bytes: lengths count characters
+    return {
+        "a scheduled time at the last representable date": (
+            "task/create",
+            _task_params(world, runAt=LATEST_TIMESTAMP),
+            {"runAt": LATEST_TIMESTAMP},
+        ),
+        "a task name of the longest length in letters beyond ASCII": (
+            "task/create",
+            _task_params(world, name=name),
+            {"name": name},
+        ),
+    }
+
+
+@when(parsers.parse("the client sends {value}, which the schema allows"))
+def submit_at_the_edge(world: World, value: str) -> None:
+    requests = _at_the_edge(world)
+    assert value in requests, f"no request at the edge called {value!r}"
+    method, params, expected = requests[value]
+    world.wire.held_before = {"expected": expected}
+    exchange(world, method, params)
+
+
+@then("the host takes it and answers it as given")
+@verifies("P4")
+def taken_as_given(world: World) -> None:
+    answer = world.wire.answers[0]
+    assert "result" in answer, f"the host refused a request the schema allows: {answer['error']}"
+    expected = need(world.wire.held_before, "what the answer must read")["expected"]
+    task = answer["result"].get("task", {})
+    shown = {key: task.get(key) for key in expected}
+    assert shown == expected, f"the host answered the task with {shown}, not {expected}"
 
 
 @when(parsers.parse("the client submits {value}"))

@@ -300,6 +300,10 @@ def one_invalid_change(world: World, change: str) -> None:
             "permissionMode": "auto",
             "shellId": 42,
         },
+        "the mode together with a provider on a port that cannot be": {
+            "mode": "plan",
+            "provider": {"baseUrl": "http://127.0.0.1:65536/v1", "model": "mock-model"},
+        },
     }
     assert change in changes, f"no change called {change!r}"
     remember_configuration(world)

@@ -455,10 +455,21 @@ def went_on(world: World) -> None:
 
 @given(parsers.parse("the task is due in {minutes:d} minutes"))
 def task_due_later(world: World, minutes: int) -> None:
+    before = need(world.tasks.task, "scheduled task")
     now = granted(world.rpc.clock_get).now
     task = granted(world.rpc.update_task, _task_id(world), run_at=now + minutes * 60_000)
     assert task.task.runAt == now + minutes * 60_000, f"the task is due at {task.task.runAt}"
     world.tasks.task = plain(task.task)
+    with blame("P29"):
+        moved = {
+            key: (world.tasks.task[key], value)
+            for key, value in before.items()
+            if key not in ("runAt", "lastRun") and world.tasks.task[key] != value
+        }
+        assert not moved, (
+            f"a task/update that gave only runAt also changed (now, before): {moved}; the "
+            "fields an update leaves out keep their values"
+        )
 
 
 @given(parsers.parse("the user moved the task {minutes:d} minutes later"))
