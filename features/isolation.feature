@@ -73,6 +73,14 @@ Feature: Sessions are isolated from each other
       And the user allows the question of the first session
       Then the first session's write ran and the second session's question still waits
 
+    @R5.9
+    Scenario: Two sessions running commands at once each hear only their own output
+      Given both sessions run commands without asking
+      And the model will run a command in each session, the first printing again when told
+      When the user prompts both sessions
+      And both commands run and the first prints again
+      Then each command's output named its own session
+
     @R5.9 @R1.3
     Scenario: Two sessions of one project keep their conversations apart
       Given the user had a conversation with the agent

@@ -35,6 +35,7 @@ from conformance.steps.sessions import (
     stored_session,
     wait_turn_end,
 )
+from conformance.steps.shell import speak_posix, wait_command_line
 from conformance.world import Outcome, World, need
 
 OTHER = "other"
@@ -61,6 +62,58 @@ def _started(world: World, alias: str, text: str) -> str:
 @when("the user starts a turn")
 def start_turn(world: World) -> None:
     world.active_turn = _started(world, "main", "Go.")
+
+
+@given("both sessions run commands without asking")
+def both_run_commands(world: World) -> None:
+    for alias in ("main", OTHER):
+        granted(world.rpc.configure_session, session_id(world, alias), permission_mode="auto")
+        speak_posix(world, alias)
+
+
+@given("the model will run a command in each session, the first printing again when told")
+def commands_in_both(world: World) -> None:
+    first = (
+        "echo first-started; while [ ! -f go ]; do sleep 0.05; done; echo first-late; sleep 3600"
+    )
+    world.provider.enqueue(
+        ToolCallsReply((ScriptedToolCall("Bash", {"command": first}),)),
+        ToolCallsReply((ScriptedToolCall("Bash", {"command": "echo second-started; sleep 3600"}),)),
+    )
+
+
+@when("both commands run and the first prints again")
+def both_commands_run(world: World) -> None:
+    started: dict[str, str] = {}
+    for alias, line in (("main", "first-started"), (OTHER, "second-started")):
+        own = session_id(world, alias)
+
+        def of_session(params: dict[str, Any], own: str = own) -> bool:
+            return bool(params["sessionId"] == own)
+
+        started[alias] = world.wait_for("command/started", of_session)["commandId"]
+        wait_command_line(world, started[alias], line, 0)
+    (world.workspace / "go").write_text("go\n", encoding="utf-8")
+    wait_command_line(world, started["main"], "first-late", 0)
+
+
+@then("each command's output named its own session")
+@verifies("R5.9")
+def outputs_name_own_session(world: World) -> None:
+    owners = {
+        n["params"]["commandId"]: n["params"]["sessionId"]
+        for n in world.notifications("command/started")
+    }
+    for note in world.notifications("command/output"):
+        params = note["params"]
+        owner = owners.get(params["commandId"])
+        assert params["sessionId"] == owner, (
+            f"output of command {params['commandId']} ({params['text']!r}) names session "
+            f"{params['sessionId']}; the command runs in session {owner}"
+        )
+    for alias in ("main", OTHER):
+        granted(world.rpc.cancel, session_id(world, alias))
+        wait_turn_end(world, world.boundary.turn_of[alias])
 
 
 @when("the user talks to the agent in the other session")

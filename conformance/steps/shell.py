@@ -135,7 +135,7 @@ def _start(
 POSIX_KINDS: Final = ("posix-sh", "bash")
 
 
-def _speak_posix(world: World) -> None:
+def _speak_posix(world: World, alias: str = "main") -> None:
     """Make sure the session runs the scenarios' POSIX command lines in a POSIX-kind shell.
 
     A session with a shell of its own, or whose default shell is of a POSIX kind, is left
@@ -143,7 +143,7 @@ def _speak_posix(world: World) -> None:
     of another kind, or on one the host does not name, is given the host's first
     POSIX-kind shell; a host without one leaves the scenario unverified.
     """
-    if read_session(world).get("shellId") is not None:
+    if read_session(world, alias).get("shellId") is not None:
         return
     catalog = granted(world.rpc.list_shells)
     kinds = {shell.shellId: shell.kind for shell in catalog.shells}
@@ -152,7 +152,12 @@ def _speak_posix(world: World) -> None:
     posix = next((shell for shell in catalog.shells if shell.kind in POSIX_KINDS), None)
     if posix is None:
         raise Unverified("shell:posix-sh", "the host's catalog has no POSIX or bash shell")
-    granted(world.rpc.configure_session, session_id(world), shell_id=posix.shellId)
+    granted(world.rpc.configure_session, session_id(world, alias), shell_id=posix.shellId)
+
+
+def speak_posix(world: World, alias: str = "main") -> None:
+    """Public name of :func:`_speak_posix` for other step modules."""
+    _speak_posix(world, alias)
 
 
 def _turn_id(world: World) -> str:
