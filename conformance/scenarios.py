@@ -53,8 +53,12 @@ def scenario_id(feature_file: str, title: str) -> str:
 
 
 def test_name(function: str, context: Mapping[str, str]) -> str:
-    """The name pytest shows for a scenario: its test function and its example's id."""
-    return f"{function}[{'-'.join(context.values())}]" if context else function
+    """The name pytest shows for a scenario: its test function and its example's id, each
+    value escaped to ASCII as pytest escapes parameter ids."""
+    if not context:
+        return function
+    values = (value.encode("unicode_escape").decode("ascii") for value in context.values())
+    return f"{function}[{'-'.join(values)}]"
 
 
 def area_of(feature: Feature) -> str:

@@ -109,7 +109,15 @@ Feature: Submitting a plan
         | the title overflows a number  | {"title": 1e400, "markdown": "# M", "question": "Q"}                           |
         | the fields come as a list     | ["T", "# M", "Q"]                                                              |
         | the input is not JSON         | not json at all                                                                |
-        | the fields come as JSON text  | "{\"title\": \"T\", \"markdown\": \"# M\", \"question\": \"Q\"}"                 |
+
+    @R1.8
+    Scenario: A submission whose fields come as one JSON text is refused and creates nothing
+      Given a session for the project in Plan mode
+      And the model will submit a plan whose fields come as one JSON text
+      When the user asks for a plan
+      Then the SubmitPlan call was refused with INVALID_TOOL_INPUT
+      And no approval exists
+      And nothing in the project changed
 
   Rule: A session without a project cannot hold a plan artifact (§2)
 

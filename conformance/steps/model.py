@@ -9,6 +9,7 @@ more than that finds no scripted reply, and the scenario fails.
 from __future__ import annotations
 
 import itertools
+import json
 from typing import Any
 
 from pytest_bdd import given, parsers
@@ -128,6 +129,13 @@ def model_submits_title_sample(world: World, sample: str) -> None:
 @given(parsers.parse("the model will submit a plan with the input {arguments}"))
 def model_submits_raw(world: World, arguments: str) -> None:
     script_calls(world, tool_call(world, "SubmitPlan", arguments))
+
+
+@given("the model will submit a plan whose fields come as one JSON text")
+def model_submits_json_text(world: World) -> None:
+    # a JSON string that holds the object: arguments are parsed once (P27)
+    fields = json.dumps({"title": "T", "markdown": "# M", "question": "Q"})
+    script_calls(world, tool_call(world, "SubmitPlan", json.dumps(fields)))
 
 
 @given(parsers.parse("the model will submit two plans in one message"))

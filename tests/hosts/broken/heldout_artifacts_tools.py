@@ -341,7 +341,7 @@ CASES = [
     BrokenCase(
         "double-encoded-arguments-accepted",
         "submit_plan",
-        "malformed_submission and JSON and text",
+        "one_JSON_text",
         "R1.8",
         "expected INVALID_TOOL_INPUT",
     ),

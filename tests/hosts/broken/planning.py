@@ -1244,7 +1244,7 @@ CASES = [
         PT,
         "entering_plan_mode",
         "P10",
-        "after EnterPlanMode the host offered",
+        "after EnterPlanMode offered",
     ),
     BrokenCase(
         "new-context-keeps-the-history", PT, "new_context", "P10", "the model was still given"
