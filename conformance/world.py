@@ -253,6 +253,7 @@ class SessionsState:
     turn_owner: dict[str, str] = field(default_factory=dict)  # turn id -> session id prompted
     turn_of: dict[str, str] = field(default_factory=dict)  # session alias -> its last turn id
     question_of: dict[str, str] = field(default_factory=dict)  # alias -> open permission id
+    command_of: dict[str, str] = field(default_factory=dict)  # alias -> its running command
     # session id -> (index of its last session/updated, the session read) already compared
     announcement_judged: dict[str, tuple[int, str]] = field(default_factory=dict)
     configuration_before: dict[str, Any] | None = None  # session/get before a refused change
@@ -285,6 +286,7 @@ class TaskState:
     expected: dict[str, Any] | None = None  # every field the user gave the task, as sent
     earlier_run_at: int | None = None  # the time the task was due before it was moved
     other_task_id: str | None = None  # a second task
+    run_sessions: list[str] = field(default_factory=list)  # the sessions runs were given
 
 
 @dataclass

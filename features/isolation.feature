@@ -81,6 +81,15 @@ Feature: Sessions are isolated from each other
       And both commands run and the first prints again
       Then each command's output named its own session
 
+    @R5.9
+    Scenario: Cancelling one session's turn leaves another session's command running
+      Given both sessions run commands without asking
+      And the model will run a command in each session, the first printing again when told
+      And the user prompts both sessions
+      And both commands run and the first prints again
+      When the user cancels the first session's turn
+      Then the second session's command still runs
+
     @R5.9 @R1.3
     Scenario: Two sessions of one project keep their conversations apart
       Given the user had a conversation with the agent

@@ -8,6 +8,7 @@ refused request, or the ``turn/ended`` of the turn that did finish.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from typing import Any, Literal
@@ -76,15 +77,19 @@ def commands_in_both(world: World) -> None:
     first = (
         "echo first-started; while [ ! -f go ]; do sleep 0.05; done; echo first-late; sleep 3600"
     )
+    second = (
+        "echo second-started; while [ ! -f go ]; do sleep 0.05; done; echo second-late; sleep 3600"
+    )
     world.provider.enqueue(
         ToolCallsReply((ScriptedToolCall("Bash", {"command": first}),)),
-        ToolCallsReply((ScriptedToolCall("Bash", {"command": "echo second-started; sleep 3600"}),)),
+        ToolCallsReply((ScriptedToolCall("Bash", {"command": second}),)),
     )
 
 
+@given("both commands run and the first prints again")
 @when("both commands run and the first prints again")
 def both_commands_run(world: World) -> None:
-    started: dict[str, str] = {}
+    started = world.boundary.command_of
     for alias, line in (("main", "first-started"), (OTHER, "second-started")):
         own = session_id(world, alias)
 
@@ -116,6 +121,33 @@ def outputs_name_own_session(world: World) -> None:
         wait_turn_end(world, world.boundary.turn_of[alias])
 
 
+@when("the user cancels the first session's turn")
+def cancel_first(world: World) -> None:
+    granted(world.rpc.cancel, session_id(world))
+    wait_turn_end(world, world.boundary.turn_of["main"])
+
+
+@then("the second session's command still runs")
+@verifies("R5.9")
+def second_command_runs(world: World) -> None:
+    command = world.boundary.command_of[OTHER]
+    other = need(world.arranged.other_project, "other project")
+    (other / "go").write_text("go\n", encoding="utf-8")
+    try:
+        wait_command_line(world, command, "second-late", 0)
+    except TimeoutError:
+        ended = [
+            n["params"]
+            for n in world.notifications("command/exited")
+            if n["params"]["commandId"] == command
+        ]
+        raise AssertionError(
+            f"cancelling the first session's turn ended the second session's command: {ended}"
+        ) from None
+    granted(world.rpc.cancel, session_id(world, OTHER))
+    wait_turn_end(world, world.boundary.turn_of[OTHER])
+
+
 @when("the user talks to the agent in the other session")
 def talk_in_other(world: World) -> None:
     world.cursors.provider_turn = len(world.provider.requests())
@@ -135,6 +167,13 @@ def conversations_apart(world: World) -> None:
         assert earlier not in text, (
             f"the other session's model was given {earlier!r} from the first session's "
             "conversation: each session has a conversation of its own, also on one project"
+        )
+    entries = granted(world.rpc.session_transcript, session_id(world, OTHER)).entries
+    kept = json.dumps([e.content for e in entries], ensure_ascii=False)
+    for earlier in world.script.earlier_conversation:
+        assert earlier not in kept, (
+            f"the other session's transcript holds {earlier!r} from the first session's "
+            "conversation"
         )
 
 
@@ -542,6 +581,7 @@ def both_busy(world: World) -> None:
     prompt_both(world)
 
 
+@given("the user prompts both sessions")
 @when("the user prompts both sessions")
 def prompt_both(world: World) -> None:
     world.active_turn = _started(world, "main", "Describe the first project.")

@@ -682,6 +682,10 @@ def sessions_own_artifacts(world: World) -> None:
             f"the {alias} session's submission made no approval: two sessions of one project "
             "that submit at one moment each get an artifact of their own"
         )
+        own = session_id(world, alias)
+        strangers = [a.approvalId for a in listed if a.sessionId != own]
+        with blame("R5.9"):
+            assert not strangers, f"the {alias} session lists other sessions' plans: {strangers}"
         found[alias] = plain(listed[-1])
     paths = [a["artifact"]["path"] for a in found.values()]
     assert paths[0] != paths[1], f"both sessions' plans were given the artifact {paths[0]}"

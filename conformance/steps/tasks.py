@@ -253,6 +253,19 @@ def _check_run_announcements(
                 f"the run's turn was announced as a {started[0][1]['kind']!r} turn, not "
                 "a 'scheduled' one"
             )
+    session = run.get("sessionId")
+    if session is not None:
+        with blame("R7.2"):
+            listed = [s.sessionId for s in granted(world.rpc.list_sessions).sessions]
+            assert session in listed, (
+                f"the run's session {session} is not in session/list; a run's session is a "
+                "session like any other"
+            )
+        assert session not in world.tasks.run_sessions, (
+            f"the run was given session {session}, which an earlier run had: every run is a "
+            "new session"
+        )
+        world.tasks.run_sessions.append(session)
     if due_at is None:
         return
     answered = world.clock_reached(due_at)
