@@ -49,6 +49,23 @@ Feature: Executing an approved plan
       Then the model was given the approved plan's path and full content
       And the execution runs to completion
 
+    @P15
+    Scenario: The execution of a revised plan starts from the revision
+      Given the user rejected the plan
+      And the model will submit a plan titled "Write the notes, second try"
+      And the user asked for another plan
+      And the revised plan titled "Write the notes, second try" is the one awaiting approval
+      When the user approves the plan with permission mode auto
+      Then the model was given the approved plan's path and full content
+      And the execution runs to completion
+
+    @R1.3
+    Scenario: A request after the execution remembers what the execution said
+      Given the user approved the plan with permission mode auto
+      And the execution has finished
+      When the user sends a new request to the agent
+      Then the agent was given what the execution said
+
   Rule: A session runs one execution at a time (§4)
 
     @R4.9
@@ -68,6 +85,7 @@ Feature: Executing an approved plan
       And the plan titled "Follow-up" is still awaiting approval
       And the execution has completed
       And the plan titled "Follow-up" names the execution's turn as the one that made it
+      And once the execution turned to planning, the model was offered exactly the planning tools
 
     @R4.9
     Scenario: Another session's plan can be approved while this session's execution runs

@@ -311,6 +311,15 @@ def approve_step(world: World, mode: str) -> None:
     approve(world, mode)
 
 
+@given(parsers.parse('the revised plan titled "{title}" is the one awaiting approval'))
+def revision_awaits(world: World, title: str) -> None:
+    latest = latest_approval(world)
+    assert (latest["title"], latest["status"]) == (title, "pending"), (
+        f"the newest approval is {latest['title']!r}, {latest['status']}"
+    )
+    world.plan.approval = latest
+
+
 @given("the user rejected the plan")
 def rejected(world: World) -> None:
     if world.plan.approval is None:  # a plan the planning steps asked for

@@ -13,10 +13,9 @@ from typing import Any
 from pytest_bdd import given, parsers, then, when
 
 from conformance.blame import blame, verifies
-from conformance.messages import message_text
+from conformance.messages import message_text, request_answering
 from conformance.mock_provider import (
     HttpErrorReply,
-    ScriptedToolCall,
     StallReply,
     TextReply,
     ToolCallsReply,
@@ -29,11 +28,12 @@ from conformance.steps.approval import (
     read_back,
     stored_approval,
 )
-from conformance.steps.model import default_markdown, submit_plan_call
+from conformance.steps.model import default_markdown, submit_plan_call, tool_call
 from conformance.steps.plan import snapshot
 from conformance.steps.requests import granted
 from conformance.steps.restart import approvals_of, other_session_pending
 from conformance.steps.sessions import permission_request, read_session, session_id
+from conformance.steps.tool_work import PLAN_TOOLS
 from conformance.world import Outcome, SubmittedPlan, World, need
 
 _ACTIVE = ("queued", "running")
@@ -101,7 +101,7 @@ def execution_request_refused(world: World) -> None:
 def plan_during_execution(world: World, title: str) -> None:
     markdown = default_markdown(title)
     world.provider.enqueue(
-        ToolCallsReply((ScriptedToolCall("EnterPlanMode", {}),)),
+        ToolCallsReply((tool_call(world, "EnterPlanMode", {}),)),
         ToolCallsReply((submit_plan_call(title, markdown),)),
     )
     world.plan.submitted.append(SubmittedPlan(title, markdown, "Shall I go ahead?"))
@@ -189,6 +189,33 @@ def later_prompt(world: World) -> None:
     turn_id = granted(world.rpc.prompt, session_id(world), "Please tidy up the notes.").turnId
     world.plan.later_turn_id = turn_id
     world.active_turn = turn_id
+
+
+@then("once the execution turned to planning, the model was offered exactly the planning tools")
+@verifies("R1.4")
+def execution_plan_tools(world: World) -> None:
+    call_id = world.script.call_id("EnterPlanMode")
+    requests = world.provider.requests()[world.cursors.provider_approve :]
+    after = request_answering(requests, call_id)
+    assert after is not None, "the model was never given the result of its EnterPlanMode call"
+    assert sorted(after.tool_names) == PLAN_TOOLS, (
+        f"after EnterPlanMode in the execution the host offered {sorted(after.tool_names)}, "
+        f"expected {PLAN_TOOLS}"
+    )
+
+
+@then("the agent was given what the execution said")
+@verifies("R1.3")
+def later_turn_remembers_execution(world: World) -> None:
+    turn_id = need(world.plan.later_turn_id, "the later turn")
+    world.wait_for("turn/ended", lambda p: p["turnId"] == turn_id, since=world.cursors.turn)
+    requests = world.provider.requests()[world.cursors.provider_turn :]
+    assert requests, "the later request made no request to the model"
+    text = "\n".join(message_text(m) for m in requests[0].messages)
+    assert CLOSING_TEXT in text, (
+        "the first request of the later turn does not carry what the model said in the "
+        f"execution ({CLOSING_TEXT!r}): the same agent keeps one conversation"
+    )
 
 
 @when(parsers.parse("the user sends a second answer to the same question, {decision} the call"))
