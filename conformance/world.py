@@ -287,6 +287,7 @@ class TaskState:
     earlier_run_at: int | None = None  # the time the task was due before it was moved
     other_task_id: str | None = None  # a second task
     run_sessions: list[str] = field(default_factory=list)  # the sessions runs were given
+    latest_run_at: int | None = None  # when the last of several tasks is due
 
 
 @dataclass

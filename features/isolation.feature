@@ -90,6 +90,14 @@ Feature: Sessions are isolated from each other
       When the user cancels the first session's turn
       Then the second session's command still runs
 
+    @R5.9 @P7
+    Scenario: Cancelling one session's turn leaves another session's question open
+      Given the model will ask to write a file in each session
+      And the user prompts both sessions
+      And both sessions ask for permission
+      When the user cancels the first session's turn
+      Then the second session's question still takes the user's answer
+
     @R5.9 @R1.3
     Scenario: Two sessions of one project keep their conversations apart
       Given the user had a conversation with the agent

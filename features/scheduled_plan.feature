@@ -112,6 +112,7 @@ Feature: Scheduled tasks never plan unattended
       And a session for the project with permission mode ask
       When the model calls Write in the user's session while the run is under way
       Then the user of that session is asked before the Write runs
+      And the run's session shows its turn under way
 
   Rule: A task is reported and kept as the user gave it (project rule P29)
 
@@ -217,6 +218,26 @@ Feature: Scheduled tasks never plan unattended
       When the host restarts
       And the time the task was due comes
       Then the task ran when its time came
+
+    @P29
+    Scenario: A switched-off task stays off across a restart
+      Given a scheduled task in Agent mode for the project
+      And the task is due in 5 minutes
+      And the model would answer "The changelog is tidy." if it were asked
+      And the user switched the task off
+      When the host restarts
+      And the time the task was due comes
+      Then the switched-off task did not run
+
+    @P29
+    Scenario: Tasks due at different times all run after a restart
+      Given a scheduled task in Agent mode for the project
+      And the task is due in 5 minutes
+      And another scheduled task in Agent mode, due 5 minutes later
+      And the model will answer "The changelog is tidy." for each of the two tasks
+      When the host restarts
+      And the time the later task is due comes
+      Then both tasks ran when their time came
 
   Rule: A deleted task is gone for good (project rule P26)
 

@@ -148,6 +148,24 @@ def second_command_runs(world: World) -> None:
     wait_turn_end(world, world.boundary.turn_of[OTHER])
 
 
+@then("the second session's question still takes the user's answer")
+@verifies("R5.9")
+def second_question_open(world: World) -> None:
+    answer = world.rpc.call(
+        "permission/respond",
+        {"requestId": world.boundary.question_of[OTHER], "decision": "allow"},
+    )
+    assert "result" in answer, (
+        "cancelling the first session's turn closed the second session's question: "
+        f"{answer.get('error')}"
+    )
+    ended = wait_turn_end(world, world.boundary.turn_of[OTHER])
+    other = need(world.arranged.other_project, "other project")
+    assert (other / "second.txt").is_file(), (
+        f"the second session's allowed Write did not run (its turn ended {ended['outcome']})"
+    )
+
+
 @when("the user talks to the agent in the other session")
 def talk_in_other(world: World) -> None:
     world.cursors.provider_turn = len(world.provider.requests())
@@ -598,6 +616,7 @@ def writes_in_both(world: World) -> None:
     )
 
 
+@given("both sessions ask for permission")
 @when("both sessions ask for permission")
 def both_ask(world: World) -> None:
     for alias in ("main", OTHER):

@@ -93,6 +93,27 @@ def other_task_same_time(world: World) -> None:
     world.tasks.other_task_id = other["taskId"]
 
 
+@given(parsers.parse("another scheduled task in Agent mode, due {minutes:d} minutes later"))
+def other_task_later(world: World, minutes: int) -> None:
+    runs_at = need(world.tasks.task, "scheduled task")["runAt"]
+    assert runs_at is not None, "the scenario's task was never due"
+    later = runs_at + minutes * 60_000
+    other = _new_task(
+        world, "Release notes", "Draft the release notes.", "Agent", "auto", run_at=later
+    )
+    assert other["runAt"] == later, f"the other task is due at {other['runAt']}, not {later}"
+    world.tasks.other_task_id = other["taskId"]
+    world.tasks.latest_run_at = later
+
+
+@when("the time the later task is due comes")
+def later_due_time_comes(world: World) -> None:
+    _before_run(world)
+    runs_at = need(world.tasks.latest_run_at, "the later task's time")
+    now = granted(world.rpc.clock_get).now
+    granted(world.rpc.clock_advance, max(0, runs_at - now) + 1)
+
+
 @given(parsers.parse('the model will answer "{text}" for each of the two tasks'))
 def model_answers_both_tasks(world: World, text: str) -> None:
     world.provider.enqueue(TextReply(text), TextReply(text))
@@ -116,9 +137,9 @@ def both_tasks_ran(world: World) -> None:
                 raise  # nothing ran at all: the wait's own report says more
     missing = [task_id for task_id in both if task_id not in finished]
     assert not missing, (
-        f"of two enabled tasks due at the same moment, {sorted(finished) or 'none'} ran and "
+        f"of two enabled tasks that came due, {sorted(finished) or 'none'} ran and "
         f"{missing} did not (no task/runFinished): every enabled task runs when its runAt "
-        "comes due, whatever other task is due then too"
+        "comes due, whatever other task is due then too, also after a restart"
     )
     ended = {task_id: run["outcome"] for task_id, run in finished.items()}
     assert set(ended.values()) == {"completed"}, f"the two runs ended {ended}"
@@ -608,6 +629,18 @@ def task_waiting_for_model(world: World) -> None:
     world.tasks.run = world.rpc.request("task/run", {"taskId": _task_id(world)})["run"]
     # The settle point: the run's request reached the model, so its turn is under way.
     world.provider.wait_for_requests(world.cursors.provider_turn + 1, world.timeout)
+
+
+@then("the run's session shows its turn under way")
+@verifies("R7.2")
+def run_session_busy(world: World) -> None:
+    run = need(world.tasks.run, "run under way")
+    session = granted(world.rpc.get_session, run["sessionId"]).session
+    started = world.wait_for("turn/started", lambda p: p["sessionId"] == run["sessionId"])
+    assert session.activeTurnId == started["turnId"], (
+        f"while its run is under way the run's session reads activeTurnId "
+        f"{session.activeTurnId}, not the run's turn {started['turnId']}"
+    )
 
 
 @then("the task's last run is recorded as failed with TURN_INTERRUPTED")

@@ -2,11 +2,11 @@
 the contract alone.
 
 Eleven of these fourteen went uncaught at first, and two more were caught only by
-accident. Caught now: a cancel that ends another session's command, a task run's session
-missing from session/list, a transcript read per workspace, and approval/list per
-workspace. Kept without a case (docs/reliability.md): cancel-denies-every-question,
-task-run-reuses-its-session, commands-share-one-seq, shell-keeps-first-session-cwd,
-permission-names-latest-turn, shell-choice-per-workspace, scheduled-run-not-shown-active
+accident. Caught now: a cancel that ends another session's command or closes another
+session's question, a task run's session missing from session/list or not shown busy, a
+transcript read per workspace, and approval/list per workspace. Kept without a case
+(docs/reliability.md): task-run-reuses-its-session, commands-share-one-seq,
+shell-keeps-first-session-cwd, permission-names-latest-turn, shell-choice-per-workspace
 and task-session-created-at-task-time.
 """
 
@@ -442,5 +442,19 @@ CASES = [
         "P29",
         "did not",
         slow=True,
+    ),
+    BrokenCase(
+        "cancel-denies-every-question",
+        "isolation",
+        "leaves_another_sessions_question_open",
+        "R5.9",
+        "closed the second session",
+    ),
+    BrokenCase(
+        "scheduled-run-not-shown-active",
+        "scheduled_plan",
+        "interactive_session_still_asks",
+        "R7.2",
+        "reads activeTurnId None",
     ),
 ]
