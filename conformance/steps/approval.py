@@ -9,7 +9,7 @@ that asks the model once more than it should is caught by the after-scenario che
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 from pytest_bdd import given, parsers, then, when
 
@@ -21,6 +21,7 @@ from conformance.protocol_models import ApprovalApproveParams
 from conformance.steps.model import default_markdown, script_plan, submit_plan_call
 from conformance.steps.plan import latest_approval, snapshot
 from conformance.steps.requests import (
+    announced_alike,
     field_differences,
     granted,
     permission_mode,
@@ -76,9 +77,6 @@ def read_approval(world: World, approval_id: str | None = None) -> dict[str, Any
     return plain(granted(world.rpc.get_approval, session_id(world), wanted).approval)
 
 
-ANNOUNCEMENT_GRACE_S: Final = 2.0  # for an approval/updated already on its way
-
-
 def check_announced(world: World, approval: dict[str, Any]) -> None:
     """The approval as read is the one its last approval/updated announced, or one announced
     soon after: every change of status or execution state is announced with the approval
@@ -97,19 +95,7 @@ def check_announced(world: World, approval: dict[str, Any]) -> None:
     if last is None:
         world.disagree(f"the approval {approval_id} was never announced by approval/updated")
         return
-    try:
-        world.wait_for(
-            "approval/updated",
-            lambda p: p["approval"] == approval,
-            since=last,
-            timeout=ANNOUNCEMENT_GRACE_S,
-        )
-    except TimeoutError:
-        shown, held = field_differences(notes[last]["params"]["approval"], approval)
-        world.disagree(
-            f"the last approval/updated of {approval_id} shows {shown}; approval/get shows "
-            f"{held}: a change was announced with a stale approval or not at all"
-        )
+    announced_alike(world, "approval/updated", "approval", approval, last, approval_id)
 
 
 def stored_approval(world: World, approval_id: str) -> dict[str, Any]:

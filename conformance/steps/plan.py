@@ -243,24 +243,30 @@ def send_another_prompt(world: World) -> None:
     run_prompt(world, "What else should we look at?")
 
 
-@given("the user had a conversation with the agent")
-def earlier_conversation(world: World) -> None:
-    question = "Earlier question: where does the cache live?"
-    answer = "Earlier answer: the cache lives in memory."
+def _converse(world: World, question: str, answer: str) -> None:
+    """One completed exchange the later checks look for (or must not find)."""
     world.provider.enqueue(TextReply(answer))
     ended = run_prompt(world, question)
-    assert ended["outcome"] == "completed", f"the earlier conversation ended {ended}"
+    assert ended["outcome"] == "completed", f"the conversation's turn ended {ended}"
     world.script.earlier_conversation += [question, answer]
+
+
+@given("the user had a conversation with the agent")
+def earlier_conversation(world: World) -> None:
+    _converse(
+        world,
+        "Earlier question: where does the cache live?",
+        "Earlier answer: the cache lives in memory.",
+    )
 
 
 @given("the user had another conversation with the agent")
 def another_conversation(world: World) -> None:
-    question = "Later question: which store is faster?"
-    answer = "Later answer: redis answers faster than the disk cache."
-    world.provider.enqueue(TextReply(answer))
-    ended = run_prompt(world, question)
-    assert ended["outcome"] == "completed", f"the later conversation ended {ended}"
-    world.script.earlier_conversation += [question, answer]
+    _converse(
+        world,
+        "Later question: which store is faster?",
+        "Later answer: redis answers faster than the disk cache.",
+    )
 
 
 def latest_approval(world: World) -> dict[str, Any]:

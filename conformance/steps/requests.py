@@ -40,6 +40,27 @@ def field_differences(
     return {k: seen.get(k) for k in keys}, {k: held.get(k) for k in keys}
 
 
+ANNOUNCEMENT_GRACE_S: Final = 2.0  # for an announcement already on its way
+
+
+def announced_alike(
+    world: World, method: str, key: str, record: dict[str, Any], last: int, label: str
+) -> bool:
+    """Whether ``record`` (as a read reported it) is what the ``method`` notification at
+    index ``last`` announced under ``key``, or one announced after it (briefly waited
+    for); a disagreement is recorded for judging after the steps (R7.2)."""
+    try:
+        world.wait_for(method, lambda p: p[key] == record, since=last, timeout=ANNOUNCEMENT_GRACE_S)
+        return True
+    except TimeoutError:
+        shown, held = field_differences(world.notifications()[last]["params"][key], record)
+        world.disagree(
+            f"the last {method} of {label} shows {shown}; a read shows {held}: a change was "
+            "announced with a stale record or not at all"
+        )
+        return False
+
+
 def plain(model: BaseModel) -> dict[str, Any]:
     """A typed result as the JSON the host sent: the fields it gave, none defaulted."""
     return model.model_dump(mode="json", exclude_unset=True)

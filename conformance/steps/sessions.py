@@ -20,6 +20,7 @@ from conformance.drivers import DUMMY_API_KEY
 from conformance.mock_provider import HttpErrorReply, TextReply
 from conformance.protocol_models import Mode, PermissionMode, ProviderConfig
 from conformance.steps.requests import (
+    announced_alike,
     field_differences,
     granted,
     mock_provider,
@@ -93,9 +94,6 @@ def read_session(world: World, alias: str = "main") -> dict[str, Any]:
     return again
 
 
-ANNOUNCEMENT_GRACE_S: Final = 2.0  # for a session/updated already on its way
-
-
 def _announcement_agrees(world: World, wanted: str, session: dict[str, Any], mark: int) -> None:
     """The session as session/get reported it is the one the live host's last
     session/updated before that read announced, or one announced after it (every change is
@@ -118,20 +116,7 @@ def _announcement_agrees(world: World, wanted: str, session: dict[str, Any], mar
     judged = (last, json.dumps(session, sort_keys=True))
     if world.boundary.announcement_judged.get(wanted) == judged:
         return
-    announced = notes[last]["params"]["session"]
-    try:
-        world.wait_for(
-            "session/updated",
-            lambda p: p["session"] == session,
-            since=last,
-            timeout=ANNOUNCEMENT_GRACE_S,
-        )
-    except TimeoutError:
-        shown, held = field_differences(announced, session)
-        world.disagree(
-            f"the last session/updated of session {wanted} shows {shown}; session/get "
-            f"shows {held}: a change was announced with a stale session or not at all"
-        )
+    announced_alike(world, "session/updated", "session", session, last, f"session {wanted}")
     world.boundary.announcement_judged[wanted] = judged
 
 

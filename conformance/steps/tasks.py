@@ -108,10 +108,14 @@ def other_task_later(world: World, minutes: int) -> None:
 
 @when("the time the later task is due comes")
 def later_due_time_comes(world: World) -> None:
+    _clock_past(world, need(world.tasks.latest_run_at, "the later task's time"))
+
+
+def _clock_past(world: World, moment: int) -> None:
+    """Move the host clock just past ``moment``; what a run does is announced from here."""
     _before_run(world)
-    runs_at = need(world.tasks.latest_run_at, "the later task's time")
     now = granted(world.rpc.clock_get).now
-    granted(world.rpc.clock_advance, max(0, runs_at - now) + 1)
+    granted(world.rpc.clock_advance, max(0, moment - now) + 1)
 
 
 @given(parsers.parse('the model will answer "{text}" for each of the two tasks'))
@@ -530,19 +534,14 @@ def delete_task(world: World) -> None:
 
 @when(parsers.parse("the time the task was due comes"))
 def due_time_comes(world: World) -> None:
-    _before_run(world)
     runs_at = need(world.tasks.task, "scheduled task")["runAt"]
     assert runs_at is not None, "the scenario's task was never due"
-    now = granted(world.rpc.clock_get).now
-    granted(world.rpc.clock_advance, max(0, runs_at - now) + 1)
+    _clock_past(world, runs_at)
 
 
 @when("the time the task was first due comes")
 def first_due_time_comes(world: World) -> None:
-    _before_run(world)
-    earlier = need(world.tasks.earlier_run_at, "the time the task was first due")
-    now = granted(world.rpc.clock_get).now
-    granted(world.rpc.clock_advance, max(0, earlier - now) + 1)
+    _clock_past(world, need(world.tasks.earlier_run_at, "the time the task was first due"))
 
 
 @when(parsers.re(r"the user tries to (?P<action>run|change|delete) the deleted task"))
