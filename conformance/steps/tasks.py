@@ -595,6 +595,7 @@ def task_ran_at_its_time(world: World) -> None:
     )
     run = world.tasks.run
     assert run["outcome"] == "completed", f"the run ended {run['outcome']}: {run['error']}"
+    _check_run_announcements(world, task_id, run, None)
 
 
 def _did_not_run(world: World, which: str) -> None:

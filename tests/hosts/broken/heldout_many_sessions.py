@@ -3,9 +3,9 @@ the contract alone.
 
 Eleven of these fourteen went uncaught at first, and two more were caught only by
 accident. Caught now: a cancel that ends another session's command or closes another
-session's question, a task run's session missing from session/list or not shown busy, a
-transcript read per workspace, and approval/list per workspace. Kept without a case
-(docs/reliability.md): task-run-reuses-its-session, commands-share-one-seq,
+session's question, a task run's session missing from session/list, not shown busy or
+reused by the task's next run, a transcript read per workspace, and approval/list per
+workspace. Kept without a case (docs/reliability.md): commands-share-one-seq,
 shell-keeps-first-session-cwd, permission-names-latest-turn, shell-choice-per-workspace
 and task-session-created-at-task-time.
 """
@@ -456,5 +456,12 @@ CASES = [
         "interactive_session_still_asks",
         "R7.2",
         "reads activeTurnId None",
+    ),
+    BrokenCase(
+        "task-run-reuses-its-session",
+        "scheduled_plan",
+        "run_by_hand_still_runs",
+        "P29",
+        "every run is a new session",
     ),
 ]
