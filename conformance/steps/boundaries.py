@@ -18,7 +18,7 @@ from pytest_bdd import given, parsers, then, when
 
 from conformance.blame import verifies
 from conformance.capabilities import require_fault_point
-from conformance.client import HostClient
+from conformance.client import HostClient, Predicate
 from conformance.messages import request_text
 from conformance.mock_provider import ScriptedToolCall, StallReply, TextReply, ToolCallsReply
 from conformance.steps.plan import snapshot
@@ -65,6 +65,12 @@ def start_turn(world: World) -> None:
     world.active_turn = _started(world, "main", "Go.")
 
 
+def _of_session(world: World, alias: str) -> Predicate:
+    """Whether a notification's params name the session ``alias``."""
+    own = session_id(world, alias)
+    return lambda params: bool(params["sessionId"] == own)
+
+
 @given("both sessions run commands without asking")
 def both_run_commands(world: World) -> None:
     for alias in ("main", OTHER):
@@ -91,12 +97,7 @@ def commands_in_both(world: World) -> None:
 def both_commands_run(world: World) -> None:
     started = world.boundary.command_of
     for alias, line in (("main", "first-started"), (OTHER, "second-started")):
-        own = session_id(world, alias)
-
-        def of_session(params: dict[str, Any], own: str = own) -> bool:
-            return bool(params["sessionId"] == own)
-
-        started[alias] = world.wait_for("command/started", of_session)["commandId"]
+        started[alias] = world.wait_for("command/started", _of_session(world, alias))["commandId"]
         wait_command_line(world, started[alias], line, 0)
     (world.workspace / "go").write_text("go\n", encoding="utf-8")
     wait_command_line(world, started["main"], "first-late", 0)
@@ -171,7 +172,7 @@ def talk_in_other(world: World) -> None:
     world.cursors.provider_turn = len(world.provider.requests())
     world.provider.enqueue(TextReply("A fresh start."))
     mark = world.mark()
-    ended = wait_turn_end(world, prompt(world, "What do you know so far?", "other"), mark)
+    ended = wait_turn_end(world, prompt(world, "What do you know so far?", OTHER), mark)
     assert ended["outcome"] == "completed", f"the other session's turn ended {ended}"
 
 
@@ -620,13 +621,8 @@ def writes_in_both(world: World) -> None:
 @when("both sessions ask for permission")
 def both_ask(world: World) -> None:
     for alias in ("main", OTHER):
-        own = session_id(world, alias)
-
-        def of_session(params: dict[str, Any], own: str = own) -> bool:
-            return bool(params["sessionId"] == own)
-
         try:
-            asked = world.wait_for("permission/requested", of_session)
+            asked = world.wait_for("permission/requested", _of_session(world, alias))
         except TimeoutError:
             raise AssertionError(f"the {alias} session's Write ran without a question") from None
         world.boundary.question_of[alias] = asked["requestId"]

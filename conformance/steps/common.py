@@ -89,7 +89,7 @@ def _request(request_id: Any, method: str = "session/list", params: Any = None) 
 # -- the handshake ------------------------------------------------------------------------
 
 
-def _initialize_params(version: int) -> dict[str, Any]:
+def _initialize_params(version: int | str) -> dict[str, Any]:
     return {"protocolVersion": version, "clientInfo": {"name": "pi-conformance"}}
 
 
@@ -164,16 +164,7 @@ def refused_with(world: World, code: str) -> None:
 def open_connection_text_version(world: World, version: str) -> None:
     if world.host is None:
         world.start_host()
-    params = {"protocolVersion": version, "clientInfo": {"name": "pi-conformance"}}
-    message = {
-        "jsonrpc": "2.0",
-        "id": world.rpc.next_id(),
-        "method": "initialize",
-        "params": params,
-    }
-    world.outcome = Outcome.from_response(
-        "initialize", world.rpc.call_message(message, check=False)
-    )
+    unchecked(world, "initialize", _initialize_params(version))  # a version of the wrong type
 
 
 @then("the refusal names protocol version 9 as the one the host speaks")

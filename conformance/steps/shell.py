@@ -118,7 +118,7 @@ def _start(
 ) -> str:
     """Script a Bash call of ``command`` (and, with ``finish``, the answer after its
     result), prompt the session, and return the turn's id without waiting for it."""
-    _speak_posix(world)
+    speak_posix(world)
     arguments: dict[str, Any] = {"command": command}
     if timeout_ms is not None:
         arguments["timeout_ms"] = timeout_ms
@@ -135,7 +135,7 @@ def _start(
 POSIX_KINDS: Final = ("posix-sh", "bash")
 
 
-def _speak_posix(world: World, alias: str = "main") -> None:
+def speak_posix(world: World, alias: str = "main") -> None:
     """Make sure the session runs the scenarios' POSIX command lines in a POSIX-kind shell.
 
     A session with a shell of its own, or whose default shell is of a POSIX kind, is left
@@ -153,11 +153,6 @@ def _speak_posix(world: World, alias: str = "main") -> None:
     if posix is None:
         raise Unverified("shell:posix-sh", "the host's catalog has no POSIX or bash shell")
     granted(world.rpc.configure_session, session_id(world, alias), shell_id=posix.shellId)
-
-
-def speak_posix(world: World, alias: str = "main") -> None:
-    """Public name of :func:`_speak_posix` for other step modules."""
-    _speak_posix(world, alias)
 
 
 def _turn_id(world: World) -> str:
@@ -915,7 +910,7 @@ def still_uses(world: World, label: str) -> None:
 
 @given(parsers.parse('the model will run a waiting command and read "{path}" in one message'))
 def waiting_command_and_read(world: World, path: str) -> None:
-    _speak_posix(world)
+    speak_posix(world)
     script_calls(
         world,
         tool_call(world, "Bash", {"command": "echo started; sleep 3600"}),

@@ -84,26 +84,23 @@ def other_task(world: World) -> None:
 
 @given("another scheduled task in Agent mode, due at the same time")
 def other_task_same_time(world: World) -> None:
-    runs_at = need(world.tasks.task, "scheduled task")["runAt"]
-    assert runs_at is not None, "the scenario's task was never due"
-    other = _new_task(
-        world, "Release notes", "Draft the release notes.", "Agent", "auto", run_at=runs_at
-    )
-    assert other["runAt"] == runs_at, f"the other task is due at {other['runAt']}, not {runs_at}"
-    world.tasks.other_task_id = other["taskId"]
+    _other_task_due(world, 0)
 
 
 @given(parsers.parse("another scheduled task in Agent mode, due {minutes:d} minutes later"))
 def other_task_later(world: World, minutes: int) -> None:
+    _other_task_due(world, minutes * 60_000)
+
+
+def _other_task_due(world: World, after_ms: int) -> None:
+    """A second enabled task, due ``after_ms`` after the scenario's task."""
     runs_at = need(world.tasks.task, "scheduled task")["runAt"]
     assert runs_at is not None, "the scenario's task was never due"
-    later = runs_at + minutes * 60_000
-    other = _new_task(
-        world, "Release notes", "Draft the release notes.", "Agent", "auto", run_at=later
-    )
-    assert other["runAt"] == later, f"the other task is due at {other['runAt']}, not {later}"
+    due = runs_at + after_ms
+    other = _new_task(world, "Release notes", "Draft the release notes.", "Agent", "auto", due)
+    assert other["runAt"] == due, f"the other task is due at {other['runAt']}, not {due}"
     world.tasks.other_task_id = other["taskId"]
-    world.tasks.latest_run_at = later
+    world.tasks.latest_run_at = max(runs_at, due)
 
 
 @when("the time the later task is due comes")

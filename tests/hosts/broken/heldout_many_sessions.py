@@ -126,7 +126,7 @@ def _commands_share_one_seq() -> None:
     shared = [0]
 
     class SharedCollector(commands._Collector):
-        @property  # type: ignore[override]
+        @property
         def seq(self) -> int:
             return shared[0]
 

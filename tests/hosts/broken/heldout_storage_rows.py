@@ -176,7 +176,7 @@ def _stale_lock_after_crash() -> None:
                 path.unlink()
             release()
 
-        lock.release = release_and_remove  # type: ignore[method-assign]
+        lock.release = release_and_remove
         return lock
 
     patch(server, "claim", _claim)
@@ -187,7 +187,7 @@ def _stale_lock_after_crash() -> None:
 # instead of refusing with STORAGE_UNAVAILABLE and leaving every file as it was.
 @variant("replaces-unreadable-database")
 def _replaces_unreadable_database() -> None:
-    open_ = Storage.open.__func__  # type: ignore[attr-defined]
+    open_ = Storage.open.__func__
 
     async def _open(cls: type[Storage], data_dir: Path) -> Storage:
         try:
