@@ -4,7 +4,9 @@ Whatever a scenario is about, its host must not break the protocol's schemas (P5
 not store or echo the provider API key (P21), must send the model provider only the
 requests the scenario scripted, each a valid Chat Completions request, must not report
 one record two ways (R7.2), and must announce each command's output inside its session
-and before its end (R5.9, R7.3). These checks look
+and before its end, numbered from 0 (R5.9, R7.3, P20), and must name every turn's own
+session wherever it names the turn (R5.9), and must show a turn at work as its session's
+active turn (R7.2). These checks look
 at everything the scenario produced: every host message of every host process, every
 provider request, and the data directory.
 """
@@ -50,6 +52,7 @@ def _files_with_key(data_dir: Path) -> list[str]:
 
 
 OUTPUT_REQUIREMENT = "R7.3"
+SEQ_REQUIREMENT = "P20"
 ISOLATION_REQUIREMENT = "R5.9"
 
 
@@ -59,6 +62,7 @@ def _command_problems(notes: list[dict[str, Any]]) -> list[Problem]:
     found: list[Problem] = []
     owner: dict[str, Any] = {}
     exited: set[str] = set()
+    numbers: dict[str, list[Any]] = {}
     for note in notes:
         method, params = note["method"], note.get("params", {})
         if method not in ("command/started", "command/output", "command/exited"):
@@ -86,10 +90,228 @@ def _command_problems(notes: list[dict[str, Any]]) -> list[Problem]:
             )
         if method == "command/exited":
             exited.add(command)
+        if method == "command/output":
+            numbers.setdefault(command, []).append(params.get("seq"))
+    for command, seqs in numbers.items():
+        whole = all(type(seq) is int for seq in seqs)
+        if not whole or sorted(seqs) != list(range(len(seqs))):
+            found.append(
+                Problem(
+                    f"the output of command {command} is numbered {seqs[:20]}",
+                    "each command numbers its own command/output pieces 0, 1, 2, ... across "
+                    "both streams, with no gap and no number twice",
+                    SEQ_REQUIREMENT,
+                )
+            )
     return found[:1]
 
 
+def _turn_owner_problems(notes: list[dict[str, Any]], prompted: dict[str, str]) -> list[Problem]:
+    """A turn belongs to the session that was prompted for it (``prompted``, turn id to
+    session id), or else to the session its turn/started named: every notification that
+    names the turn names that session too, and a session/updated shows it active only in
+    that session (R5.9: every notification names the session of the turn it reports)."""
+    owner: dict[Any, Any] = dict(prompted)
+    for note in notes:
+        params = note.get("params", {})
+        if note["method"] == "turn/started":
+            owner.setdefault(params.get("turnId"), params.get("sessionId"))
+    for note in notes:
+        method, params = note["method"], note.get("params", {})
+        if method == "session/updated":
+            session = params.get("session") or {}
+            turn, named = session.get("activeTurnId"), session.get("sessionId")
+        else:
+            turn, named = params.get("turnId"), params.get("sessionId")
+        if turn is None or turn not in owner or named is None or named == owner[turn]:
+            continue
+        return [
+            Problem(
+                f"{method} names session {named} for turn {turn}, a turn of session {owner[turn]}",
+                "every notification names the session of the turn it reports",
+                ISOLATION_REQUIREMENT,
+            )
+        ]
+    return []
+
+
 TOOL_INPUT_REQUIREMENT = "P27"
+
+
+_NEW_WORK = frozenset({"turn/toolCall", "permission/requested", "command/started"})
+
+
+def _running_turn_problems(notes: list[dict[str, Any]]) -> list[Problem]:
+    """While a turn is plainly still at work (it announces a new tool call, question or
+    command later on), every session/updated of its session shows it as the active turn,
+    and an execution's turn shows its execution as active too (R7.2: a session's
+    activeTurnId names its running turn, activeExecutionId its running execution)."""
+    started: dict[Any, tuple[int, Any, Any]] = {}  # turn -> (index, session, execution)
+    last_work: dict[Any, int] = {}
+    for index, note in enumerate(notes):
+        params = note.get("params", {})
+        if note["method"] == "turn/started":
+            turn = params.get("turnId")
+            started.setdefault(turn, (index, params.get("sessionId"), params.get("executionId")))
+        elif note["method"] in _NEW_WORK:
+            last_work[params.get("turnId")] = index
+    for index, note in enumerate(notes):
+        if note["method"] != "session/updated":
+            continue
+        session = note.get("params", {}).get("session") or {}
+        for turn, (begun, owner, execution) in started.items():
+            if owner != session.get("sessionId") or not begun < index < last_work.get(turn, -1):
+                continue
+            shown = {
+                "activeTurnId": session.get("activeTurnId"),
+                "activeExecutionId": session.get("activeExecutionId"),
+            }
+            expected = {"activeTurnId": turn}
+            if execution is not None:
+                expected["activeExecutionId"] = execution
+            wrong = {key: shown[key] for key, value in expected.items() if shown[key] != value}
+            if wrong:
+                return [
+                    Problem(
+                        f"a session/updated of session {owner} shows {wrong} while its turn "
+                        f"{turn} was still at work (it announced more work afterwards)",
+                        "a session's activeTurnId names its running turn, and an execution's "
+                        "turn keeps its execution active, until the turn ends",
+                        VIEWS_REQUIREMENT,
+                    )
+                ]
+    return []
+
+
+def _exchanges(world: World, method: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Each ``method`` request the client sent with the result the host answered."""
+    sent: dict[Any, dict[str, Any]] = {}
+    found: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    connection: float | None = None
+    for line, offset in world.transcript():
+        if offset != connection:
+            connection, sent = offset, {}  # a new host process numbers its own requests
+        message = _parsed(line.text, line.truncated)
+        if message is None:
+            continue
+        if line.direction != "host-to-client":
+            if message.get("method") == method:
+                sent[message.get("id")] = message
+        elif message.get("id") in sent and isinstance(message.get("result"), dict):
+            found.append((sent.pop(message.get("id")), message["result"]))
+    return found
+
+
+def _parsed(text: str, truncated: bool) -> dict[str, Any] | None:
+    if truncated or not text.startswith("{"):
+        return None
+    try:
+        message = json.loads(text)
+    except ValueError:
+        return None
+    return message if isinstance(message, dict) else None
+
+
+def _configure_order_problems(world: World) -> list[Problem]:
+    """A session/configure's session/updated comes before its response, which reports the
+    same session (Ordering): one sent only after the answer announces the change late."""
+    sent: dict[Any, int] = {}
+    answers: list[tuple[int, int, Any]] = []  # request's place, answer's place, its session
+    updates: list[tuple[int, Any]] = []
+    connection: float | None = None
+    for place, (line, offset) in enumerate(world.transcript()):
+        if offset != connection:
+            connection, sent = offset, {}  # a new host process numbers its own requests
+        message = _parsed(line.text, line.truncated)
+        if message is None:
+            continue
+        if line.direction != "host-to-client":
+            if message.get("method") == "session/configure":
+                sent[message.get("id")] = place
+        elif message.get("method") == "session/updated":
+            updates.append((place, (message.get("params") or {}).get("session")))
+        elif message.get("id") in sent and isinstance(message.get("result"), dict):
+            answers.append((sent.pop(message.get("id")), place, message["result"].get("session")))
+    for asked, answered, session in answers:
+        if not isinstance(session, dict):
+            continue
+        before = any(s == session for p, s in updates if asked < p < answered)
+        late = any(s == session for p, s in updates if p > answered)
+        if late and not before:
+            return [
+                Problem(
+                    f"session/configure of session {session.get('sessionId')} was answered "
+                    "before the session/updated that announces the change",
+                    "a response comes after the notifications of the change it reports",
+                    VIEWS_REQUIREMENT,
+                )
+            ]
+    return []
+
+
+def _execution_turn_problems(notes: list[dict[str, Any]]) -> list[Problem]:
+    """An execution's turn names that execution and its approval, as announced for the
+    approval, and each execution runs one turn (R4.7: the execution turn names the approval
+    and the execution; an interrupted execution is never resumed)."""
+    execution_of: dict[Any, Any] = {}
+    for note in notes:
+        if note["method"] == "approval/updated":
+            approval = (note.get("params") or {}).get("approval") or {}
+            if approval.get("executionId") is not None:
+                execution_of.setdefault(approval.get("approvalId"), approval["executionId"])
+    turn_of: dict[Any, Any] = {}
+    for note in notes:
+        params = note.get("params") or {}
+        if note["method"] != "turn/started" or params.get("kind") != "execution":
+            continue
+        approval, execution, turn = (
+            params.get("approvalId"),
+            params.get("executionId"),
+            params.get("turnId"),
+        )
+        announced = execution_of.get(approval)
+        if announced is not None and execution != announced:
+            return [
+                Problem(
+                    f"execution turn {turn} names execution {execution} of approval {approval}; "
+                    f"the approval's execution is {announced}",
+                    "an execution's turn names the approval approved and its execution",
+                    "R4.7",
+                )
+            ]
+        if turn_of.setdefault(execution, turn) != turn:
+            return [
+                Problem(
+                    f"turns {turn_of[execution]} and {turn} both announce themselves as the "
+                    f"turn of execution {execution}",
+                    "each approval has its own execution, run by one turn of its own",
+                    "R4.7",
+                )
+            ]
+    return []
+
+
+def _cancel_answer_problems(world: World, notes: list[dict[str, Any]]) -> list[Problem]:
+    """session/cancel answers the id of the turn it cancels (R5.1): a turn that session
+    started, never another id (an execution's, another session's turn)."""
+    owner: dict[Any, Any] = {}
+    for note in notes:
+        params = note.get("params") or {}
+        if note["method"] == "turn/started":
+            owner.setdefault(params.get("turnId"), params.get("sessionId"))
+    for asked, answer in _exchanges(world, "session/cancel"):
+        turn = answer.get("turnId")
+        session = (asked.get("params") or {}).get("sessionId")
+        if turn is not None and owner.get(turn) != session:
+            return [
+                Problem(
+                    f"session/cancel of session {session} answered turnId {turn}, which is "
+                    "no turn that session started",
+                    "a cancel answers with the id of the turn it cancels",
+                    "R5.1",
+                )
+            ]
+    return []
 
 
 def _no_constants(name: str) -> Any:
@@ -176,7 +398,13 @@ def problems(world: World) -> list[Problem]:
                 VIEWS_REQUIREMENT,
             )
         )
-    found.extend(_command_problems(world.notifications()))
+    notes = world.notifications()
+    found.extend(_command_problems(notes))
+    found.extend(_turn_owner_problems(notes, world.boundary.turn_owner))
+    found.extend(_running_turn_problems(notes))
+    found.extend(_configure_order_problems(world))
+    found.extend(_execution_turn_problems(notes))
+    found.extend(_cancel_answer_problems(world, notes))
     found.extend(_tool_call_problems(world))
     stored = _files_with_key(world.data_dir)
     if stored:

@@ -81,8 +81,13 @@ class RunningHost(Protocol):
         """Close stdin and wait (up to ``timeout`` s) for a clean exit; return its status."""
         ...
 
-    def crash(self) -> None:
-        """Stop the host abruptly, with no chance to clean up."""
+    def crash(self, *, leave_commands: bool = False) -> None:
+        """Stop the host abruptly, with no chance to clean up. The commands it left running
+        are ended at once, or, with ``leave_commands``, only by :meth:`end_leftovers`."""
+        ...
+
+    def end_leftovers(self) -> None:
+        """End whatever a crashed host left running (nothing when there is none)."""
         ...
 
     @property
@@ -302,9 +307,13 @@ class SubprocessHost:
         finally:
             self._reap_group()
 
-    def crash(self) -> None:
+    def crash(self, *, leave_commands: bool = False) -> None:
         self.process.send_signal(signal.SIGKILL)
         self.process.wait()
+        if not leave_commands:
+            self._reap_group()
+
+    def end_leftovers(self) -> None:
         self._reap_group()
 
     def _reap_group(self) -> None:
@@ -400,8 +409,11 @@ class InProcessHost:
             return None
         return self.returncode
 
-    def crash(self) -> None:
+    def crash(self, *, leave_commands: bool = False) -> None:
         raise NotImplementedByDriverError("the in-process driver cannot stop a host abruptly")
+
+    def end_leftovers(self) -> None:
+        return None  # it never crashes, so it leaves nothing behind
 
 
 class NotImplementedByDriverError(RuntimeError):

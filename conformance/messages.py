@@ -80,3 +80,15 @@ def unanswered_tool_messages(request: RecordedRequest) -> list[dict[str, Any]]:
         if message.get("role") == "tool" and str(message.get("tool_call_id")) not in made:
             orphans.append(message)
     return orphans
+
+
+def unanswered_calls(request: RecordedRequest) -> list[str]:
+    """Ids of tool calls that an assistant message of ``request`` made and no tool message
+    answers: a request holding one is not a valid Chat Completions request."""
+    made: list[str] = []
+    answered: set[str] = set()
+    for message in request.messages:
+        made.extend(calls_in(message))
+        if message.get("role") == "tool":
+            answered.add(str(message.get("tool_call_id")))
+    return [call for call in made if call not in answered]

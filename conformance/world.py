@@ -147,6 +147,7 @@ class RestartObservation:
     stored_before: dict[str, dict[str, tuple[Any, ...]]] = field(default_factory=dict)
     answers_before: dict[str, Any] = field(default_factory=dict)  # read -> its result
     workspace_before: dict[str, str] = field(default_factory=dict)
+    refused: list[Any] | None = None  # what a restarted host wrote before it stopped unasked
 
 
 @dataclass
@@ -254,6 +255,7 @@ class SessionsState:
     turn_of: dict[str, str] = field(default_factory=dict)  # session alias -> its last turn id
     question_of: dict[str, str] = field(default_factory=dict)  # alias -> open permission id
     command_of: dict[str, str] = field(default_factory=dict)  # alias -> its running command
+    folder_of: dict[str, str] = field(default_factory=dict)  # alias -> its command's folder
     # session id -> (index of its last session/updated, the session read) already compared
     announcement_judged: dict[str, tuple[int, str]] = field(default_factory=dict)
     configuration_before: dict[str, Any] | None = None  # session/get before a refused change
@@ -333,6 +335,7 @@ class World:
     started_at: float = field(default_factory=time.monotonic)
     deadline_s: float = 0.0
     aborted: threading.Event = field(default_factory=threading.Event)
+    crashed_hosts: list[RunningHost] = field(default_factory=list)  # commands left running
 
     # -- host lifecycle -----------------------------------------------------------------
 
@@ -350,13 +353,16 @@ class World:
         self.client_offset = time.monotonic() - self.started_at
         return self.host
 
-    def stop_host(self, crash: bool = False) -> int | None:
-        """Stop the host (cleanly, or abruptly with ``crash``) and keep its logs."""
+    def stop_host(self, crash: bool = False, leave_commands: bool = False) -> int | None:
+        """Stop the host (cleanly, or abruptly with ``crash``) and keep its logs; with
+        ``leave_commands`` a crashed host's commands go on until :meth:`end_leftovers`."""
         if self.host is None:
             return None
         status: int | None = None
         if crash:
-            self.host.crash()
+            self.host.crash(leave_commands=leave_commands)
+            if leave_commands:
+                self.crashed_hosts.append(self.host)
         else:
             status = self.host.stop()
         if self.client is not None:
@@ -424,6 +430,11 @@ class World:
         self.start_host()
         self.handshake = self.rpc.initialize()
         return self.handshake
+
+    def end_leftovers(self) -> None:
+        """End the commands that hosts crashed with ``leave_commands`` left running."""
+        while self.crashed_hosts:
+            self.crashed_hosts.pop().end_leftovers()
 
     def capabilities(self) -> dict[str, Any]:
         """The capabilities the host announced in its last handshake."""
@@ -513,6 +524,8 @@ class World:
         """Stop everything this scenario started."""
         with contextlib.suppress(Exception):
             self.stop_host()
+        with contextlib.suppress(Exception):
+            self.end_leftovers()
 
 
 def _exit_of(host: RunningHost) -> ExitInfo:

@@ -49,6 +49,15 @@ Feature: The absolute approval deadline
       And the approval expired with PLAN_APPROVAL_TIMEOUT
       And the plan of the other session, submitted later, still waits for approval
 
+    @R3.11 @R4.5
+    Scenario: A plan approved before its deadline is carried out past it
+      Given the model will take its time to carry out the plan
+      And the user approved the plan with permission mode auto
+      And the execution was running while the model worked
+      When 30 minutes pass
+      And the model finishes its work
+      Then the execution has completed
+
     @R3.11
     Scenario: Deciding one plan leaves another session's plan of the same moment to expire
       Given another session has a plan awaiting approval

@@ -59,6 +59,12 @@ Feature: Executing an approved plan
       Then the model was given the approved plan's path and full content
       And the execution runs to completion
 
+    @P10 @R4.7
+    Scenario: A new context during the execution replaces the planning conversation
+      Given the model will start a new context summarised as "Summary: write the notes" and then answer
+      When the user approves the plan with permission mode auto
+      Then once the execution started a new context, the model saw its summary instead of the planning
+
     @R1.3
     Scenario: A request after the execution remembers what the execution said
       Given the user approved the plan with permission mode auto

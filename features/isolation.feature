@@ -81,6 +81,14 @@ Feature: Sessions are isolated from each other
       And both commands run and the first prints again
       Then each command's output named its own session
 
+    @R5.8 @R7.3
+    Scenario: Two sessions running commands at once each run them in their own project
+      Given both sessions run commands without asking
+      And the model will run a command in each session, the first printing again when told
+      When the user prompts both sessions
+      And both commands run and the first prints again
+      Then each command ran in its own session's project
+
     @R5.9
     Scenario: Cancelling one session's turn leaves another session's command running
       Given both sessions run commands without asking

@@ -155,6 +155,14 @@ Feature: What the agent may do while planning
       And an approval is pending for the plan titled "Planned on the way"
       And the session is in Plan mode
 
+    @R7.2
+    Scenario: Entering Plan mode during a turn is announced while the turn runs
+      Given the project has a file "notes.txt" containing "original"
+      And a session for the project
+      And the model will switch to planning, read "notes.txt" and then submit a plan titled "Planned on the way"
+      When the user sends a prompt
+      Then the session was announced in Plan mode while its turn still ran
+
     @P10
     Scenario: Starting a new context replaces the conversation with its summary
       Given a session for the project in Plan mode
@@ -321,6 +329,16 @@ Feature: What the agent may do while planning
       And the model will run a waiting command and read "notes.txt" in one message
       When the user sends a prompt and cancels the turn while the command runs
       Then every call of that message got exactly one result
+
+    @R1.3 @P9
+    Scenario: The turn after a cancelled one answers every call the model is shown again
+      Given the project has a file "notes.txt" containing "original"
+      And a session for the project with permission mode auto
+      And the model will run a waiting command and read "notes.txt" in one message
+      And the user sent a prompt and cancelled the turn while the command ran
+      And the model will answer "Understood."
+      When the user sends another prompt
+      Then the next turn gave the model the cancelled prompt and a result for each of its calls
 
   Rule: A search the model asks for cannot stall the host (project rule P22)
 

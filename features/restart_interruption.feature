@@ -268,3 +268,12 @@ Feature: A restart interrupts, and never replays
       Then the second host refuses to start with DATA_DIR_IN_USE
       And the second host changed nothing in the data directory
       And the first host still serves, with the plan still awaiting approval
+
+    @P17 @subprocess_only
+    Scenario: A host that crashed while a command ran starts again while that command still runs
+      Given a plan titled "Append once" is awaiting approval
+      And the model will run a command during the execution that appends to a log and keeps running
+      And the user approved the plan with permission mode auto
+      And the command has written to the log
+      When the host crashes and starts again while the command it ran lives on
+      Then the restarted host serves the data directory

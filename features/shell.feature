@@ -60,6 +60,14 @@ Feature: Shells and streamed commands
       Then the session has no shell of its own
       And the command ran in the bash shell
 
+    @R7.3 @R7.6
+    Scenario: A session without a shell of its own uses the default, whatever another session of its project chose
+      Given the user made the POSIX shell the default shell
+      And another session of the project uses the bash shell
+      And a session for the project with permission mode auto
+      When the model runs a command that reveals its shell
+      Then the command ran in the POSIX shell
+
   Rule: The shell cannot change while a turn runs (§5)
 
     @R5.4

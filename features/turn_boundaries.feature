@@ -20,6 +20,13 @@ Feature: One active turn, configuration only while idle
       And the turn is still running
       And once the model answers, the turn completes as the only turn of the session
 
+    @R5.1 @R4.9
+    Scenario: A prompt while an approved plan waits to run is refused
+      Given a plan titled "Waiting" is awaiting approval
+      And the plan was approved and waits to start
+      When the user tries to send another prompt
+      Then the request is refused with SESSION_BUSY
+
     @R5.1
     Scenario: A turn waiting for a permission answer still holds the session
       Given a session for the project with permission mode ask

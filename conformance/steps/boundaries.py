@@ -9,8 +9,10 @@ refused request, or the ``turn/ended`` of the turn that did finish.
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -80,16 +82,26 @@ def both_run_commands(world: World) -> None:
 
 @given("the model will run a command in each session, the first printing again when told")
 def commands_in_both(world: World) -> None:
+    # Each command names its working folder, then prints again once told: the two
+    # commands' output interleaves, and the second prints a third time only when the
+    # cancel scenario tells it (so that it is still running after the first's cancel).
     first = (
-        "echo first-started; while [ ! -f go ]; do sleep 0.05; done; echo first-late; sleep 3600"
+        'echo "first-started $(pwd -P)"; while [ ! -f go ]; do sleep 0.05; done; '
+        "echo first-late; sleep 3600"
     )
     second = (
-        "echo second-started; while [ ! -f go ]; do sleep 0.05; done; echo second-late; sleep 3600"
+        'echo "second-started $(pwd -P)"; while [ ! -f go ]; do sleep 0.05; done; '
+        "echo second-late; while [ ! -f go-again ]; do sleep 0.05; done; "
+        "echo second-last; sleep 3600"
     )
     world.provider.enqueue(
         ToolCallsReply((ScriptedToolCall("Bash", {"command": first}),)),
         ToolCallsReply((ScriptedToolCall("Bash", {"command": second}),)),
     )
+
+
+def _project_of(world: World, alias: str) -> Path:
+    return world.workspace if alias == "main" else need(world.arranged.other_project, "other")
 
 
 @given("both commands run and the first prints again")
@@ -98,9 +110,19 @@ def both_commands_run(world: World) -> None:
     started = world.boundary.command_of
     for alias, line in (("main", "first-started"), (OTHER, "second-started")):
         started[alias] = world.wait_for("command/started", _of_session(world, alias))["commandId"]
-        wait_command_line(world, started[alias], line, 0)
-    (world.workspace / "go").write_text("go\n", encoding="utf-8")
+        text = wait_command_line(world, started[alias], line, 0)["text"]
+        at = text.index(line) + len(line) + 1
+        world.boundary.folder_of[alias] = text[at : text.index("\n", at)]
+    for alias in ("main", OTHER):
+        (_project_of(world, alias) / "go").write_text("go\n", encoding="utf-8")
     wait_command_line(world, started["main"], "first-late", 0)
+    wait_command_line(world, started[OTHER], "second-late", 0)
+
+
+def _cancel_both(world: World) -> None:
+    for alias in ("main", OTHER):
+        granted(world.rpc.cancel, session_id(world, alias))
+        wait_turn_end(world, world.boundary.turn_of[alias])
 
 
 @then("each command's output named its own session")
@@ -117,9 +139,20 @@ def outputs_name_own_session(world: World) -> None:
             f"output of command {params['commandId']} ({params['text']!r}) names session "
             f"{params['sessionId']}; the command runs in session {owner}"
         )
+    _cancel_both(world)
+
+
+@then("each command ran in its own session's project")
+@verifies("R5.8", "R7.3")
+def commands_in_own_projects(world: World) -> None:
     for alias in ("main", OTHER):
-        granted(world.rpc.cancel, session_id(world, alias))
-        wait_turn_end(world, world.boundary.turn_of[alias])
+        expected = os.path.realpath(_project_of(world, alias))
+        ran_in = world.boundary.folder_of[alias]
+        assert ran_in == expected, (
+            f"the {alias} session's command ran in {ran_in!r}, not in its own project "
+            f"{expected!r}; every session's commands run in its own workspace"
+        )
+    _cancel_both(world)
 
 
 @when("the user cancels the first session's turn")
@@ -133,9 +166,9 @@ def cancel_first(world: World) -> None:
 def second_command_runs(world: World) -> None:
     command = world.boundary.command_of[OTHER]
     other = need(world.arranged.other_project, "other project")
-    (other / "go").write_text("go\n", encoding="utf-8")
+    (other / "go-again").write_text("go\n", encoding="utf-8")
     try:
-        wait_command_line(world, command, "second-late", 0)
+        wait_command_line(world, command, "second-last", 0)
     except TimeoutError:
         ended = [
             n["params"]
@@ -609,9 +642,11 @@ def prompt_both(world: World) -> None:
 
 @given("the model will ask to write a file in each session")
 def writes_in_both(world: World) -> None:
+    # The model thinks until both sessions have asked it, so both turns are under way
+    # before either question is put.
     world.provider.enqueue(
-        ToolCallsReply((ScriptedToolCall("Write", {"path": "first.txt", "content": "1\n"}),)),
-        ToolCallsReply((ScriptedToolCall("Write", {"path": "second.txt", "content": "2\n"}),)),
+        StallReply(calls=(ScriptedToolCall("Write", {"path": "first.txt", "content": "1\n"}),)),
+        StallReply(calls=(ScriptedToolCall("Write", {"path": "second.txt", "content": "2\n"}),)),
         TextReply("The first file is written."),
         TextReply("The second file was not written."),
     )
@@ -620,11 +655,20 @@ def writes_in_both(world: World) -> None:
 @given("both sessions ask for permission")
 @when("both sessions ask for permission")
 def both_ask(world: World) -> None:
+    world.provider.release_stalls()
     for alias in ("main", OTHER):
         try:
             asked = world.wait_for("permission/requested", _of_session(world, alias))
         except TimeoutError:
-            raise AssertionError(f"the {alias} session's Write ran without a question") from None
+            put = [n["params"] for n in world.notifications("permission/requested")]
+            raise AssertionError(
+                f"no question named the {alias} session; the questions put: {put}"
+            ) from None
+        own_turn = world.boundary.turn_of[alias]
+        assert asked["turnId"] == own_turn, (
+            f"the {alias} session's question names turn {asked['turnId']}, not its running "
+            f"turn {own_turn}"
+        )
         world.boundary.question_of[alias] = asked["requestId"]
     ids = world.boundary.question_of
     assert ids["main"] != ids[OTHER], (

@@ -303,6 +303,7 @@ def answered_queued(world: World) -> None:
         )
 
 
+@given("the execution was running while the model worked")
 @then("the execution is running while the model works")
 @verifies("R4.5")
 def running_while_working(world: World) -> None:
@@ -421,6 +422,24 @@ def execution_has_history(world: World) -> None:
     assert any(prompt in text for text in texts), (
         "the execution turn lacks the Plan conversation: its first request to the model does "
         f"not carry the user's request {prompt!r}; roles sent: {roles}"
+    )
+
+
+@then("once the execution started a new context, the model saw its summary instead of the planning")
+@verifies("P10", "R4.7")
+def execution_context_reset(world: World) -> None:
+    execution_runs_to_completion(world)
+    prompt = need(world.plan.prompt, "the Plan turn's prompt")
+    arguments = world.script.arguments("new_context")
+    summary = str(arguments["summary"]) if isinstance(arguments, dict) else str(arguments)
+    requests = world.provider.requests()[world.cursors.provider_approve :]
+    assert len(requests) >= 2, "the model was not asked again after its new_context call"
+    after = requests[-1]  # the request that follows the call: the scenario scripts no other
+    text = "\n".join(message_text(m) for m in after.messages)
+    assert summary in text, f"after the new context the model was not given {summary!r}"
+    assert prompt not in text, (
+        f"after the execution's new context the model was still given the planning turn's "
+        f"request {prompt!r}; a new context drops every earlier turn, also in an execution"
     )
 
 

@@ -233,6 +233,31 @@ def host_stops(world: World, how: str) -> None:
     world.restart_seen.session = read_session(world) if "main" in world.sessions else None
 
 
+@when("the host crashes and starts again while the command it ran lives on")
+def crash_leaving_command(world: World) -> None:
+    world.provider.set_fallback(None)
+    world.stop_host(crash=True, leave_commands=True)
+    world.provider.release_stalls()
+    world.start_host()
+    try:
+        world.handshake = world.rpc.initialize()
+    except HostStoppedError:
+        world.restart_seen.refused = [m for m in world.rpc.received if isinstance(m, dict)]
+    finally:
+        world.end_leftovers()
+
+
+@then("the restarted host serves the data directory")
+@verifies("P17")
+def restarted_host_serves(world: World) -> None:
+    refused = world.restart_seen.refused
+    assert refused is None, (
+        f"the restarted host did not serve; it wrote {refused}: a crashed host's lock must "
+        "not survive it, also while a command the crashed host started still runs"
+    )
+    assert read_session(world)["sessionId"] == session_id(world)
+
+
 def _stored_at_first_answer(world: World, approval_id: str) -> dict[str, Any]:
     """The approval's row as storage held it when the restarted host first answered."""
     rows: list[dict[str, Any]] = world.restart_seen.stored_at_first_answer["plan_approvals"]

@@ -25,7 +25,13 @@ from pytest_bdd import given, parsers, then, when
 
 from conformance.blame import blame, verifies
 from conformance.capabilities import Unverified, require_output_room, shell_of_kind
-from conformance.messages import message_text, messages_after_call, request_answering
+from conformance.messages import (
+    message_text,
+    messages_after_call,
+    request_answering,
+    request_text,
+    unanswered_calls,
+)
 from conformance.mock_provider import ScriptedToolCall, StallReply, TextReply, ToolCallsReply
 from conformance.protocol_models import ShellListResult
 from conformance.steps.model import script_calls, tool_call
@@ -326,6 +332,19 @@ def session_with_shell(world: World, label: str) -> None:
     ).session
     assert created.shellId == shell["shellId"], created
     world.sessions["main"] = plain(created)
+
+
+@given(parsers.parse("another session of the project uses the {label} shell"))
+def neighbour_with_shell(world: World, label: str) -> None:
+    shell = _shell(world, label)
+    created = granted(
+        world.rpc.create_session,
+        str(world.workspace),
+        permission_mode="auto",
+        shell_id=shell["shellId"],
+        provider=mock_provider(world),
+    ).session
+    world.sessions["neighbour"] = plain(created)
 
 
 @when("the user clears the session's own choice of shell")
@@ -919,10 +938,14 @@ def waiting_command_and_read(world: World, path: str) -> None:
     )
 
 
+CANCELLED_PROMPT: Final = "Run it, then read."
+
+
+@given("the user sent a prompt and cancelled the turn while the command ran")
 @when("the user sends a prompt and cancels the turn while the command runs")
 def cancel_during_first_call(world: World) -> None:
     world.cursors.turn = world.mark()
-    turn_id = granted(world.rpc.prompt, session_id(world), "Run it, then read.").turnId
+    turn_id = granted(world.rpc.prompt, session_id(world), CANCELLED_PROMPT).turnId
     world.commands.turn_id = turn_id
     command_id = world.wait_for(
         "command/started", lambda p: p["turnId"] == turn_id, since=world.cursors.turn
@@ -930,6 +953,23 @@ def cancel_during_first_call(world: World) -> None:
     wait_command_line(world, command_id, "started", world.cursors.turn)
     world.attempt_typed(world.rpc.cancel, session_id(world)).require_result()
     world.wait_for("turn/ended", lambda p: p["turnId"] == turn_id, since=world.cursors.turn)
+
+
+@then("the next turn gave the model the cancelled prompt and a result for each of its calls")
+@verifies("R1.3", "P9")
+def next_turn_pairs_cancelled_calls(world: World) -> None:
+    requests = world.provider.requests()[world.cursors.provider_turn :]
+    assert requests, "the later turn never reached the model"
+    first = requests[0]
+    assert CANCELLED_PROMPT in request_text(first), (
+        f"the later turn's request lacks the cancelled turn's prompt {CANCELLED_PROMPT!r}: a "
+        "cancel stops a turn, it does not take it out of the conversation"
+    )
+    missing = unanswered_calls(first)
+    assert not missing, (
+        f"the later turn's request repeats the cancelled turn's calls {missing} without a tool "
+        "message answering them: a call that reaches a request is answered there, or left out"
+    )
 
 
 @then("every call of that message got exactly one result")

@@ -278,11 +278,19 @@ def _check_run_announcements(
     session = run.get("sessionId")
     if session is not None:
         with blame("R7.2"):
-            listed = [s.sessionId for s in granted(world.rpc.list_sessions).sessions]
+            listed = {s.sessionId: s for s in granted(world.rpc.list_sessions).sessions}
             assert session in listed, (
                 f"the run's session {session} is not in session/list; a run's session is a "
                 "session like any other"
             )
+        if due_at is not None:
+            with blame("P32"):
+                created = listed[session].createdAt
+                assert created >= due_at and run["startedAt"] >= due_at, (
+                    f"the run came due at {due_at} on the host clock, but its session reads "
+                    f"createdAt {created} and the run startedAt {run['startedAt']}: a run and "
+                    "its new session begin when the run starts, on the host clock"
+                )
         assert session not in world.tasks.run_sessions, (
             f"the run was given session {session}, which an earlier run had: every run is a "
             "new session"

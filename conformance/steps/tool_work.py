@@ -253,6 +253,23 @@ def plan_tools_after_switch(world: World) -> None:
         )
 
 
+@then("the session was announced in Plan mode while its turn still ran")
+@verifies("R7.2")
+def switch_announced_in_turn(world: World) -> None:
+    turn_id = need(world.active_turn, "the turn")
+    own = session_id(world)
+    shown = [
+        (n["params"]["session"]["mode"], n["params"]["session"]["activeTurnId"])
+        for n in world.notifications("session/updated", world.cursors.turn)
+        if n["params"]["session"]["sessionId"] == own
+    ]
+    assert ("plan", turn_id) in shown, (
+        f"no session/updated showed the session in Plan while turn {turn_id} ran; the "
+        f"session was announced as (mode, activeTurnId) {shown}: a change made during a "
+        "turn is announced when it is made"
+    )
+
+
 @then("after the new context the model saw the summary and none of the earlier conversation")
 @verifies("P10")
 def summary_after_reset(world: World) -> None:

@@ -2,12 +2,13 @@
 the contract alone.
 
 Eleven of these fourteen went uncaught at first, and two more were caught only by
-accident. Caught now: a cancel that ends another session's command or closes another
-session's question, a task run's session missing from session/list, not shown busy or
-reused by the task's next run, a transcript read per workspace, and approval/list per
-workspace. Kept without a case (docs/reliability.md): commands-share-one-seq,
-shell-keeps-first-session-cwd, permission-names-latest-turn, shell-choice-per-workspace
-and task-session-created-at-task-time.
+accident. All fourteen are caught now: a cancel that ends another session's command or
+closes another session's question, a task run's session missing from session/list, not
+shown busy or reused by the task's next run, a transcript read per workspace,
+approval/list per workspace and (a round later) the five that needed two sessions busy at
+once: one output counter for all commands, a shell's working folder or choice shared
+between sessions, a question named after the newest turn, and a run's session stamped
+with the task's creation time.
 """
 
 from __future__ import annotations
@@ -463,5 +464,40 @@ CASES = [
         "run_by_hand_still_runs",
         "P29",
         "every run is a new session",
+    ),
+    BrokenCase(
+        "commands-share-one-seq",
+        "isolation",
+        "each_hear_only_their_own_output",
+        "P20",
+        "is numbered",
+    ),
+    BrokenCase(
+        "shell-keeps-first-session-cwd",
+        "isolation",
+        "each_run_them_in_their_own_project",
+        "R7.3",
+        "not in its own project",
+    ),
+    BrokenCase(
+        "shell-choice-per-workspace",
+        "shell",
+        "whatever_another_session",
+        "R7.3",
+        "the command was announced in",
+    ),
+    BrokenCase(
+        "permission-names-latest-turn",
+        "isolation",
+        "asking_for_permission_at_once",
+        "R5.9",
+        "no question named the main session",
+    ),
+    BrokenCase(
+        "task-session-created-at-task-time",
+        "scheduled_plan",
+        "runs_when_its_time_comes",
+        "P32",
+        "its session reads createdAt",
     ),
 ]

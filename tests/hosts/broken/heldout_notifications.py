@@ -4,9 +4,9 @@ the contract alone.
 Eight of these thirteen went uncaught at first; six of them are caught now (a scheduled
 run's turn kind, output after a command's end, the execution's states announced on its
 approval, a tool call's raw input, a due task under way before the clock's answer, and
-output of commands in two sessions at once). Kept without a case (docs/reliability.md):
-configure-notice-after-answer and enter-plan-mode-not-announced (the contract fixes
-neither that order nor that moment).
+output of commands in two sessions at once). The last two are caught since the contract
+fixes that order and that moment (Ordering): a configure's session/updated before its
+answer, and a switch to Plan announced while its turn runs.
 """
 
 from __future__ import annotations
@@ -403,5 +403,19 @@ CASES = [
         "running_commands_at_once",
         "R5.9",
         "names session",
+    ),
+    BrokenCase(
+        "configure-notice-after-answer",
+        "turn_boundaries",
+        "once_the_plan_is_rejected_the_session_takes",
+        "R7.2",
+        "was answered before the session/updated",
+    ),
+    BrokenCase(
+        "enter-plan-mode-not-announced",
+        "plan_tools",
+        "announced_while_the_turn_runs",
+        "R7.2",
+        "no session/updated showed the session in Plan",
     ),
 ]

@@ -1,10 +1,10 @@
 """Broken hosts: a fourteenth held-out set (the flow of a turn and the execution), written
 from the contract alone.
 
-Six of these fourteen went uncaught at first; three are caught now (the execution of a
+Six of these fourteen went uncaught at first; all are caught now: the execution of a
 revised plan, a later turn remembering the execution, the Plan tools after an execution
-enters Plan). Kept without a case (docs/reliability.md): new-context-ignored-in-execution,
-enter-plan-clears-active-execution and cancelled-calls-sent-unanswered.
+enters Plan, and (a round later) a new context inside an execution, an execution shown
+inactive once it entered Plan, and a cancelled turn's calls sent back unanswered.
 """
 
 from __future__ import annotations
@@ -436,5 +436,26 @@ CASES = [
         "provider_error_ends_the_turn",
         "P25",
         "the turn is stored as",
+    ),
+    BrokenCase(
+        "new-context-ignored-in-execution",
+        "execution",
+        "new_context_during_the_execution",
+        "P10",
+        "after the new context the model was not given",
+    ),
+    BrokenCase(
+        "enter-plan-clears-active-execution",
+        "execution",
+        "made_during_an_execution_still_waits",
+        "R7.2",
+        "was still at work",
+    ),
+    BrokenCase(
+        "cancelled-calls-sent-unanswered",
+        "plan_tools",
+        "after_a_cancelled_one_answers_every_call",
+        "P9",
+        "without a tool message answering them",
     ),
 ]
