@@ -283,6 +283,15 @@ class HostClient:
             message = self.connection.build_request(method, params)
         return self.call_message(message, timeout)
 
+    def call_ascii(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Send a request written in ASCII alone, every other character as a JSON escape,
+        and return the whole response."""
+        with self._lock:
+            message = self.connection.build_request(method, params)
+            data = self.connection.send_request(message, ascii_only=True)
+        self._write(data, method)
+        return self._await_response(message["id"], self.timeout)
+
     def call_message(
         self, message: dict[str, Any], timeout: float | None = None, check: bool = True
     ) -> dict[str, Any]:

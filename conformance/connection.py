@@ -11,6 +11,7 @@ no thread and touches no file, so every interleaving can be tested by feeding by
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -239,11 +240,15 @@ class Connection:
             message["params"] = params
         return message
 
-    def send_request(self, message: dict[str, Any], *, check: bool = True) -> bytes:
+    def send_request(
+        self, message: dict[str, Any], *, check: bool = True, ascii_only: bool = False
+    ) -> bytes:
         """Register a request as pending and return its line to write.
 
         ``check=False`` lets through a message that breaks the schema (deliberately
-        invalid input); it must still carry a usable id and be JSON.
+        invalid input); it must still carry a usable id and be JSON. ``ascii_only`` writes
+        every character beyond ASCII as a JSON escape (one beyond the BMP as a surrogate
+        pair), as many JSON encoders do by default.
         """
         if check:
             violation = self.checker.check_outgoing(message)
@@ -255,7 +260,10 @@ class Connection:
         if key in self._pending:
             raise HarnessError(f"request id {key!r} is already waiting for its response")
         try:
-            data = (dumps(message) + "\n").encode("utf-8")
+            text = dumps(message)
+            if ascii_only:
+                text = json.dumps(json.loads(text), separators=(",", ":"))
+            data = (text + "\n").encode("utf-8")
         except (TypeError, ValueError) as exc:
             raise HarnessError(f"the harness built a message that is not JSON: {exc}") from exc
         self._pending[key] = str(message.get("method"))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import itertools
 import json
 import threading
 import time
@@ -493,8 +494,15 @@ class MockProvider:
                 await resp.write(_sse(events))
                 _abort(request)
                 return
-        for index, call in enumerate(calls):
-            events.extend(completion.call_chunks(index, *call, size=reply.chunk_size))
+        # Several calls stream interleaved, one piece of each in turn: each piece names its
+        # call by index, which is how the stream format tells them apart.
+        pieces = [
+            list(completion.call_chunks(index, *call, size=reply.chunk_size))
+            for index, call in enumerate(calls)
+        ]
+        events.extend(
+            piece for round_ in itertools.zip_longest(*pieces) for piece in round_ if piece
+        )
         events.append(completion.chunk({}, "tool_calls" if calls else "stop"))
         options = body.get("stream_options")
         if isinstance(options, dict) and options.get("include_usage") is True:

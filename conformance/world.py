@@ -290,6 +290,7 @@ class TaskState:
     other_task_id: str | None = None  # a second task
     run_sessions: list[str] = field(default_factory=list)  # the sessions runs were given
     latest_run_at: int | None = None  # when the last of several tasks is due
+    many: list[dict[str, Any]] = field(default_factory=list)  # several tasks, as answered
 
 
 @dataclass

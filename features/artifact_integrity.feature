@@ -61,6 +61,7 @@ Feature: Immutable host-written plan artifacts
         | characters outside the BMP |
         | decomposed accents         |
         | nothing at all             |
+        | hundreds of characters     |
 
   Rule: The host owns the artifact's folder and name (§2)
 

@@ -89,6 +89,14 @@ Feature: What the agent may do while planning
       Then the model was given "the cache lives in memory" after its Read call
 
     @P10
+    Scenario: Reading a file gives the model its line ends as they are
+      Given the project has a file "notes.txt" whose lines end in CR LF
+      And a session for the project in Plan mode
+      And the model will read "notes.txt" and then answer
+      When the user sends a prompt
+      Then the model was given every line of "notes.txt" with its own line end
+
+    @P10
     Scenario: Searching the project finds the matching lines in their files
       Given the project has a file "src/cache.py" containing "def evict_oldest(): pass"
       And the project has a file "src/store.py" containing "def keep_all(): pass"
@@ -127,6 +135,7 @@ Feature: What the agent may do while planning
         | a pattern anchored at a line end    | pass$        | "src/store.py" and "def keep_all"       | "README.md"                         |
         | text beyond ASCII                   | café         | "src/cache.py" and "café au lait"       | "src/store.py" and "evict_oldest"   |
         | a file in a hidden folder           | evict_in_ci  | ".github/ci.yml"                        | "src/cache.py"                      |
+        | a line holding other breaks         | alpha\W+beta\W+gamma\W+delta | "src/cache.py" and "alpha" | "src/store.py" and "evict_oldest" |
 
     @P10
     Scenario: Previewing a local page gives the model the page
@@ -188,6 +197,14 @@ Feature: What the agent may do while planning
       And the model will answer "Understood."
       When the user sends another prompt
       Then the model again saw the summary and none of the conversation before it
+
+    @P10
+    Scenario: A new context with an empty summary still replaces the conversation
+      Given a session for the project in Plan mode
+      And the user had a conversation with the agent
+      And the model will start a new context with an empty summary and then answer
+      When the user sends a prompt
+      Then after the new context the model saw the summary and none of the earlier conversation
 
     @P10
     Scenario: A second new context also replaces what was said since the first
@@ -289,6 +306,17 @@ Feature: What the agent may do while planning
         | an edit whose flag is text              | Edit           | {"path": "notes.txt", "old_string": "original", "new_string": "new", "replace_all": "y"} |
         | entering Plan with a reason             | EnterPlanMode  | {"reason": "to think first"}                                                            |
         | a context reset that keeps something    | new_context    | {"summary": "Start over", "keep": ["notes.txt"]}                                        |
+
+    @P27
+    Scenario Outline: A tool call at the edge of the tool's published input runs (<case>)
+      Given a session for the project with permission mode auto
+      And the model will call <tool> with the input <input>
+      When the user sends a prompt
+      Then the <tool> call ran and made "<made>"
+
+      Examples:
+        | case                              | tool | input                                               | made    |
+        | a command allowed exactly an hour | Bash | {"command": "touch ran.txt", "timeout_ms": 3600000} | ran.txt |
 
     @P27
     Scenario: A call with empty arguments to a tool that needs none is read as none or refused

@@ -197,6 +197,9 @@ Feature: Malformed input
         | value                                                      |
         | a scheduled time at the last representable date            |
         | a task name of the longest length in letters beyond ASCII  |
+        | a clock setting at the latest moment the clock may reach   |
+        | a clock move to the latest moment the clock may reach      |
+        | a provider address on port zero                            |
 
     @P4
     Scenario Outline: A number the host cannot hold is refused (<number>)

@@ -129,6 +129,17 @@ Feature: Scheduled tasks never plan unattended
       And the task is listed and stored as it was created
 
     @P29
+    Scenario: A task due at the earliest time the schedule allows is reported as it was created
+      When the user creates a switched-off task due at the earliest time the schedule allows
+      Then the host reports the task as it was created
+      And the task is listed and stored as it was created
+
+    @P29
+    Scenario: Every task is listed, however many there are
+      When the user creates 25 tasks for the project
+      Then the list of tasks shows every one of them as it was created
+
+    @P29
     Scenario: Every change to a task is reported and kept
       Given a scheduled task in Agent mode for the project
       When the user changes every field of the task
@@ -209,6 +220,14 @@ Feature: Scheduled tasks never plan unattended
       And the user moved the task 20 minutes later
       When the time the task was first due comes
       Then the moved task did not run
+
+    @P29
+    Scenario: A task due weeks ahead does not run when the clock moves on a minute
+      Given a scheduled task in Agent mode for the project
+      And the task is due in 30 days
+      And the model would answer "The changelog is tidy." if it were asked
+      When the host clock moves on a minute
+      Then the task due weeks ahead did not run
 
     @P29
     Scenario: A task keeps its time across a restart

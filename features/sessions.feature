@@ -122,6 +122,13 @@ Feature: Sessions and their configuration
       Then the request is refused with SHELL_NOT_FOUND
       And the session's configuration is unchanged
 
+  Rule: Every session is listed as it is reported on its own (§7)
+
+    @R7.2
+    Scenario: Every session is listed, however many there are
+      When the user creates 25 sessions for the project
+      Then the list of sessions shows every one of them as it is reported on its own
+
   Rule: A session is bound to a valid project root or to none (§2)
 
     @R2.8
@@ -176,6 +183,13 @@ Feature: Sessions and their configuration
       When the user talks to the agent
       Then the agent answered "Now I can help."
 
+    @P24
+    Scenario: A provider address that ends with a slash reaches the provider
+      Given a session for the project whose provider address ends with a slash
+      And the model will answer "Now I can help."
+      When the user talks to the agent
+      Then the agent answered "Now I can help."
+
   Rule: A failing model provider fails the turn, not the session (project rule P25)
 
     @P25
@@ -185,6 +199,20 @@ Feature: Sessions and their configuration
       When the user tries to talk to the agent
       Then the turn ended failed with PROVIDER_ERROR
       And the session is idle
+
+    @P25
+    Scenario Outline: A model answer that breaks off ends the turn as failed (<break>)
+      Given a session for the project
+      And the model's answer will <break>
+      When the user tries to talk to the agent
+      Then the turn ended failed with PROVIDER_ERROR
+      And the session is idle
+
+      Examples:
+        | break                             |
+        | stop short, its connection cut    |
+        | end early, without its last piece |
+        | carry an error in the middle      |
 
     @P25
     Scenario: The session takes a new prompt after a provider error
@@ -219,12 +247,28 @@ Feature: Sessions and their configuration
         | framed by blank lines and indentation |
         | of nothing but blank space            |
 
+    @P31 @P4
+    Scenario: A prompt whose characters come escaped reaches the model as the user typed it
+      Given a session for the project
+      And the model will answer "Noted."
+      When the user sends a prompt with an emoji from a client that escapes every character beyond ASCII
+      Then the model was given the prompt exactly as typed
+
     @P31
     Scenario: A prompt in Plan mode reaches the model as the last thing the user said
       Given a session for the project in Plan mode
       And the model will answer "Noted."
       When the user sends a prompt framed by blank lines and indentation
       Then the model was given the prompt exactly as typed
+
+    @R1.3
+    Scenario: A later turn gives the model its earlier answer exactly as it gave it
+      Given a session for the project
+      And the model will answer with blank lines, indentation and trailing spaces
+      And the user talked to the agent
+      And the model will answer "Noted."
+      When the user sends another prompt
+      Then the model was given its earlier answer exactly as it gave it
 
     @P31
     Scenario: The model's answer reaches the user exactly as the model gave it

@@ -160,6 +160,12 @@ Feature: Shells and streamed commands
       Then the output of both streams together stayed within the cap
 
     @P20
+    Scenario: Output that crosses the cap inside one piece is cut at the cap
+      Given a session for the project with permission mode auto
+      When the model runs a command whose numbered lines stop just short of the host's output cap on one stream and go on past it on the other
+      Then no output past the cap was streamed, whatever notice the host added
+
+    @P20
     Scenario: Each command of a turn numbers its output from 0
       Given a session for the project with permission mode auto
       When the model runs two commands one after the other in one turn

@@ -24,6 +24,8 @@ from pi_contract import PROTOCOL_VERSION, error_catalog
 RAW_ID_BASE: Final = 7000
 MIN_FRAME_LIMIT: Final = 65536
 LATEST_TIMESTAMP: Final = 8_640_000_000_000_000
+# The clock stops 30 minutes short of the last Timestamp, so that every deadline it sets is one.
+LATEST_CLOCK: Final = LATEST_TIMESTAMP - 30 * 60_000
 
 
 @given("a freshly started host")
@@ -631,20 +633,42 @@ def _out_of_range(world: World) -> dict[str, tuple[str, dict[str, Any]]]:
     }
 
 
-def _at_the_edge(world: World) -> dict[str, tuple[str, dict[str, Any], dict[str, Any]]]:
-    """Requests at the very edge of what the schemas allow: (method, params, what the
-    answer's task must read)."""
+def _at_the_edge(world: World) -> dict[str, tuple[str, dict[str, Any], str, dict[str, Any]]]:
+    """Requests at the very edge of what the schemas allow: (method, params, the member of
+    the answer that holds what was given, "" for the answer itself, what it must read)."""
     name = "\u00e9" * 200  # 200 characters, 400 bytes: lengths count characters
+    now = granted(world.rpc.clock_get).now
+    provider = {"baseUrl": "http://127.0.0.1:0/v1", "model": "mock-model"}
     return {
         "a scheduled time at the last representable date": (
             "task/create",
             _task_params(world, runAt=LATEST_TIMESTAMP),
+            "task",
             {"runAt": LATEST_TIMESTAMP},
         ),
         "a task name of the longest length in letters beyond ASCII": (
             "task/create",
             _task_params(world, name=name),
+            "task",
             {"name": name},
+        ),
+        "a clock setting at the latest moment the clock may reach": (
+            "conformance/clock/set",
+            {"now": LATEST_CLOCK},
+            "",
+            {"now": LATEST_CLOCK},
+        ),
+        "a clock move to the latest moment the clock may reach": (
+            "conformance/clock/advance",
+            {"ms": LATEST_CLOCK - now},
+            "",
+            {"now": LATEST_CLOCK},
+        ),
+        "a provider address on port zero": (
+            "session/create",
+            {"workspaceRoot": str(world.workspace), "provider": provider},
+            "session",
+            {"provider": provider},
         ),
     }
 
@@ -653,8 +677,8 @@ def _at_the_edge(world: World) -> dict[str, tuple[str, dict[str, Any], dict[str,
 def submit_at_the_edge(world: World, value: str) -> None:
     requests = _at_the_edge(world)
     assert value in requests, f"no request at the edge called {value!r}"
-    method, params, expected = requests[value]
-    world.wire.held_before = {"expected": expected}
+    method, params, where, expected = requests[value]
+    world.wire.held_before = {"where": where, "expected": expected}
     exchange(world, method, params)
 
 
@@ -663,10 +687,14 @@ def submit_at_the_edge(world: World, value: str) -> None:
 def taken_as_given(world: World) -> None:
     answer = world.wire.answers[0]
     assert "result" in answer, f"the host refused a request the schema allows: {answer['error']}"
-    expected = need(world.wire.held_before, "what the answer must read")["expected"]
-    task = answer["result"].get("task", {})
-    shown = {key: task.get(key) for key in expected}
-    assert shown == expected, f"the host answered the task with {shown}, not {expected}"
+    given = need(world.wire.held_before, "what the answer must read")
+    where, expected = given["where"], given["expected"]
+    record = answer["result"].get(where, {}) if where else answer["result"]
+    shown = {key: record.get(key) for key in expected}
+    assert shown == expected, (
+        f"the host answered {f'the {where}' if where else 'the request'} with {shown}, not "
+        f"{expected}"
+    )
 
 
 @when(parsers.parse("the client submits {value}"))

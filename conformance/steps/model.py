@@ -48,10 +48,14 @@ def default_markdown(title: str) -> str:
 def submit_plan_call(
     title: str, markdown: str, question: str = DEFAULT_QUESTION
 ) -> ScriptedToolCall:
-    """A SubmitPlan tool call with exactly the three published fields."""
-    return ScriptedToolCall(
-        "SubmitPlan", {"title": title, "markdown": markdown, "question": question}
-    )
+    """A SubmitPlan tool call with exactly the three published fields.
+
+    The members of a JSON object have no order: a plan whose title has an odd length
+    lists them the other way round, so a host that reads them by position shows."""
+    fields = {"title": title, "markdown": markdown, "question": question}
+    if len(title) % 2:
+        fields = dict(reversed(fields.items()))
+    return ScriptedToolCall("SubmitPlan", fields)
 
 
 def script_plan(world: World, title: str, markdown: str, question: str = DEFAULT_QUESTION) -> None:
@@ -116,6 +120,11 @@ TITLE_AND_QUESTION_SAMPLES: dict[str, tuple[str, str]] = {
     "characters outside the BMP": ("Cache \U0001f680", "Go ahead? \U0001d11e"),
     "decomposed accents": ("Cafe\u0301 menu", "Re\u0301sume\u0301 now?"),
     "nothing at all": ("", ""),
+    # longer than a field of 255 characters
+    "hundreds of characters": (
+        " ".join(f"step {n} of the cache rollout;" for n in range(1, 13)),
+        "Shall I go ahead with every one of these steps? " * 7,
+    ),
 }
 
 

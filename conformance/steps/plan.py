@@ -18,7 +18,7 @@ from pytest_bdd import given, parsers, then, when
 
 from conformance.blame import blame, verifies
 from conformance.capabilities import Unverified, require_fault_point
-from conformance.messages import message_text
+from conformance.messages import message_text, request_answering
 from conformance.mock_provider import TextReply
 from conformance.steps.model import default_markdown, script_plan
 from conformance.steps.requests import granted, permission_mode, plain
@@ -345,7 +345,7 @@ def open_artifact_titled(world: World, title: str) -> None:
 def opened_titled(world: World, title: str) -> None:
     approval = _approval_titled(world, title)
     result = world.outcome.require_result()
-    content = base64.b64decode(result["contentBase64"])
+    content = artifact_bytes(result["contentBase64"])
     submitted = [p for p in world.plan.submitted if p.title == title][-1].markdown.encode("utf-8")
     assert content == submitted, (
         f"opening the plan {title!r} returned {content[:60]!r}, another plan's bytes; it was "
@@ -384,6 +384,17 @@ def catalog_status(code: str) -> str | None:
     entry = error_catalog().get(code)
     status = entry.get("toolResultStatus") if entry is not None else None
     return str(status) if status is not None else None
+
+
+def artifact_bytes(content_base64: str) -> bytes:
+    """The bytes an ``artifact/read`` answer carries: standard base64 (RFC 4648), padded,
+    without line breaks or any other character outside its alphabet."""
+    try:
+        return base64.b64decode(content_base64, validate=True)
+    except ValueError as error:
+        raise AssertionError(
+            f"contentBase64 is not standard base64 ({error}): {content_base64[:120]!r}"
+        ) from None
 
 
 def check_one_result(world: World, call_id: str, tool: str) -> dict[str, Any]:
@@ -455,6 +466,11 @@ def check_turn_went_on(world: World, result: dict[str, Any]) -> None:
             f"the turn ended {ended['outcome']} ({ended['error']}) after a refused call"
         )
         assert rows and rows[0]["state"] == "completed", f"the turn is stored as {rows}"
+        requests = world.provider.requests()[world.cursors.provider_turn :]
+        assert request_answering(requests, str(result["toolCallId"])) is not None, (
+            f"the model was never given the result of its refused {result['tool']} call: no "
+            "later request of the turn carries the call with a tool message answering it"
+        )
 
 
 @then(parsers.parse("every call of that message was refused with {code}"))
@@ -736,7 +752,7 @@ def own_artifacts(world: World) -> None:
 def opened_exact(world: World) -> None:
     approval = latest_approval(world)
     result = world.outcome.require_result()
-    content = base64.b64decode(result["contentBase64"])
+    content = artifact_bytes(result["contentBase64"])
     submitted = world.plan.submitted[-1].markdown.encode("utf-8")
     assert content == submitted, (
         f"opening the plan returned {len(content)} bytes ({content[:60]!r}), the plan has "

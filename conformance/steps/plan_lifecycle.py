@@ -5,7 +5,6 @@ integrity check at approval (P13)."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import shutil
 from typing import Any
@@ -18,6 +17,7 @@ from conformance.mock_provider import TextReply
 from conformance.protocol_models import Approval
 from conformance.steps.model import script_calls, tool_call
 from conformance.steps.plan import (
+    artifact_bytes,
     artifact_file,
     check_recorded,
     latest_approval,
@@ -237,7 +237,7 @@ def artifact_kept(world: World) -> None:
         assert hashlib.sha256(content).hexdigest() == approval["artifact"]["sha256"]
     opened = granted(world.rpc.read_artifact, session_id(world), approval["approvalId"])
     with blame("R3.2"):
-        assert base64.b64decode(opened.contentBase64) == submitted, "opening it differs"
+        assert artifact_bytes(opened.contentBase64) == submitted, "opening it differs"
 
 
 # -- P12: the plan folder is the host's ---------------------------------------------------
@@ -378,7 +378,7 @@ def open_refused(world: World, code: str) -> None:
     outcome = world.attempt_typed(world.rpc.read_artifact, session_id(world), approval_id)
     world.plan.read_outcome = outcome
     if outcome.error is None:
-        content = base64.b64decode(outcome.require_result()["contentBase64"])
+        content = artifact_bytes(outcome.require_result()["contentBase64"])
         raise AssertionError(
             f"opening the plan returned {len(content)} bytes that disagree with the record "
             f"({approval['artifact']['byteSize']} bytes, SHA-256 {approval['artifact']['sha256']})"

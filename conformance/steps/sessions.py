@@ -17,7 +17,8 @@ from conformance.blame import verifies
 from conformance.capabilities import Unverified
 from conformance.client import ABSENT, Absent, HarnessError, RpcError
 from conformance.drivers import DUMMY_API_KEY
-from conformance.mock_provider import HttpErrorReply, TextReply
+from conformance.messages import message_text
+from conformance.mock_provider import CutStreamReply, HttpErrorReply, RawStreamReply, TextReply
 from conformance.protocol_models import Mode, PermissionMode, ProviderConfig
 from conformance.steps.requests import (
     announced_alike,
@@ -187,6 +188,13 @@ def create_session_in_mode(world: World, mode: str) -> None:
     _create(world, "main", mode=MODES[mode]).require_result()
 
 
+@given("a session for the project whose provider address ends with a slash")
+def create_session_slashed_provider(world: World) -> None:
+    provider = ProviderConfig(baseUrl=world.provider.base_url + "/", model="mock-model")
+    created = granted(world.rpc.create_session, str(world.workspace), provider=provider)
+    world.sessions["main"] = plain(created.session)
+
+
 @given(parsers.parse("a session for another project in {mode} mode"))
 def create_earlier_session(world: World, mode: str) -> None:
     earlier = world.workspace.parent / "earlier-project"
@@ -197,6 +205,39 @@ def create_earlier_session(world: World, mode: str) -> None:
 @given("a session without a project in Plan mode")
 def create_unbound_plan_session(world: World) -> None:
     _create(world, "main", workspace_root=None, mode="plan").require_result()
+
+
+MANY: Final = "many "  # the alias prefix of the sessions of "the user creates N sessions"
+
+
+@when(parsers.parse("the user creates {count:d} sessions for the project"))
+def create_many_sessions(world: World, count: int) -> None:
+    for n in range(1, count + 1):
+        _create(world, f"{MANY}{n}").require_result()
+
+
+@then("the list of sessions shows every one of them as it is reported on its own")
+@verifies("R7.2")
+def every_session_listed(world: World) -> None:
+    created = [str(s["sessionId"]) for a, s in world.sessions.items() if a.startswith(MANY)]
+    listed = [plain(s) for s in granted(world.rpc.list_sessions).sessions]
+    ids = [s["sessionId"] for s in listed]
+    missing = [i for i in created if i not in ids]
+    assert not missing, (
+        f"session/list lists {len(created) - len(missing)} of the {len(created)} sessions the "
+        f"user created; missing: {missing}. session/list lists every session, however many "
+        "there are"
+    )
+    twice = sorted({i for i in ids if ids.count(i) > 1})
+    assert not twice, f"session/list lists the sessions {twice} more than once"
+    by_id = {s["sessionId"]: s for s in listed}
+    for wanted in created:
+        alone = plain(granted(world.rpc.get_session, wanted).session)
+        listed_values, got_values = field_differences(by_id[wanted], alone)
+        assert not listed_values, (
+            f"session/list shows the session {wanted} with {listed_values}; session/get "
+            f"with {got_values}"
+        )
 
 
 @given("a session without a project in Agent mode")
@@ -706,6 +747,37 @@ def configure_provider(world: World) -> None:
     assert found == provider, f"the session's provider reads {found} after it was configured"
 
 
+def _stream_event(delta: dict[str, Any]) -> str:
+    chunk = {
+        "id": "chatcmpl-broken",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "scripted",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+    }
+    return f"data: {json.dumps(chunk)}\n\n"
+
+
+_HALF_ANSWER: Final = _stream_event({"role": "assistant", "content": "Half an ans"})
+_BROKEN_ANSWERS: Final[dict[str, CutStreamReply | RawStreamReply]] = {
+    "stop short, its connection cut": CutStreamReply("Half an ans"),
+    "end early, without its last piece": RawStreamReply((_HALF_ANSWER,)),
+    "carry an error in the middle": RawStreamReply(
+        (
+            _HALF_ANSWER,
+            'data: {"error": {"message": "overloaded", "type": "server_error"}}\n\n',
+            "data: [DONE]\n\n",  # the error, not the end of the stream, decides
+        )
+    ),
+}
+
+
+@given(parsers.parse("the model's answer will {how}"))
+def broken_answer(world: World, how: str) -> None:
+    assert how in _BROKEN_ANSWERS, f"no broken answer called {how!r}"
+    world.provider.enqueue(_BROKEN_ANSWERS[how])
+
+
 @given("the model provider will refuse the next request")
 def provider_refuses(world: World) -> None:
     world.provider.enqueue(HttpErrorReply(400, "the provider refused the request"))
@@ -759,7 +831,9 @@ def agent_answered(world: World, text: str) -> None:
 FRAMED_PROMPT: Final = "\n\n  Please look at the project.\n\tAnd at its tests.  \n\n"
 # The mock provider streams a short answer in pieces of eight characters: this one has
 # pieces that are only line breaks, only spaces and only tabs.
-SPACED_ANSWER: Final = "Step one" + "\n" * 8 + " " * 8 + "    done" + "\t" * 8 + " end  \r\n"
+SPACED_ANSWER: Final = (
+    "Step one" + "\n" * 8 + " " * 8 + "    done" + "\t" * 8 + " \x1b[1mend\x1b[0m\x07  \r\n"
+)  # blank space and control characters (an escape sequence, a bell) are the answer too
 
 
 # prompts the schema accepts that a host might "tidy" (P31 keeps them as typed)
@@ -779,6 +853,23 @@ def untidy_prompt(world: World, kind: str) -> None:
     assert ended["outcome"] == "completed", f"the turn ended {ended}"
 
 
+ESCAPED_PROMPT: Final = "Look at this \U0001f600 caf\u00e9 \u2028 line."
+
+
+@when(
+    "the user sends a prompt with an emoji from a client that escapes every character beyond ASCII"
+)
+def escaped_prompt(world: World) -> None:
+    world.script.prompt = ESCAPED_PROMPT
+    mark = world.mark()
+    answer = world.rpc.call_ascii(
+        "session/prompt", {"sessionId": session_id(world), "text": ESCAPED_PROMPT}
+    )
+    assert "result" in answer, f"the prompt was refused: {answer}"
+    ended = wait_turn_end(world, answer["result"]["turnId"], since=mark)
+    assert ended["outcome"] == "completed", f"the turn ended {ended}"
+
+
 @then("the model was given the prompt exactly as typed")
 @verifies("P31")
 def prompt_given_exactly(world: World) -> None:
@@ -794,6 +885,30 @@ def prompt_given_exactly(world: World) -> None:
 @given("the model will answer with blank lines, indentation and trailing spaces")
 def model_answers_spaced(world: World) -> None:
     world.provider.enqueue(TextReply(SPACED_ANSWER))
+
+
+@given("the user talked to the agent")
+def talked(world: World) -> None:
+    converse(world, "Please take a look at the project.")
+
+
+@then("the model was given its earlier answer exactly as it gave it")
+@verifies("R1.3")
+def earlier_answer_exact(world: World) -> None:
+    requests = world.provider.requests()[world.cursors.provider_turn :]
+    assert requests, "the later turn never reached the model"
+    given: list[str] = []
+    for message in requests[0].messages:
+        if message.get("role") == "assistant":
+            content = message.get("content")
+            parts = [p.get("text", "") for p in content or [] if isinstance(p, dict)]
+            given += (
+                [content] if isinstance(content, str) else ["".join(parts), message_text(message)]
+            )
+    assert SPACED_ANSWER in given, (
+        f"the later turn gave the model its earlier answer as {given!r}, not as it gave it: "
+        f"{SPACED_ANSWER!r}; the conversation holds the model's own words"
+    )
 
 
 @then("the answer shown to the user is exactly the model's answer")

@@ -81,9 +81,9 @@ NAMED_COMMANDS = {
     # "é" (C3 A9) in two writes, apart in time: a host reads them in two pieces
     "prints a character in two pieces": "printf '\\303'; sleep 0.3; printf '\\251ok\\n'",
     # a CR LF line end, then a lone CR, and no line end at all
-    "prints carriage returns": "printf 'a\\r\\nb\\rc'",
+    "prints carriage returns": "printf 'a  \\r\\nb\\rc \\t\\r\\n'",
 }
-CARRIAGE_RETURNS = "a\r\nb\rc"
+CARRIAGE_RETURNS = "a  \r\nb\rc \t\r\n"  # trailing blanks too: nothing is tidied
 TWO_BYTE_CHAR = "\u00e9"  # é, C3 A9 in UTF-8
 
 
@@ -691,6 +691,86 @@ def within_cap(world: World) -> None:
     )
     payload = _output(world, "stdout").count("o") + _output(world, "stderr").count("e")
     assert payload >= cap - 2 * NOTICE_ALLOWANCE, f"only {payload} bytes of output were streamed"
+
+
+SHORT_OF_CAP: Final = 500  # the first stream stops this many bytes short of the cap
+PAST_CAP: Final = 8192  # the numbered output goes on this far past the cap
+NUMBERED_FILE: Final = "numbered.txt"
+
+
+def _numbered(cap: int) -> str:
+    """Numbered lines (``00000001``, ``00000002``, ...) after a header line whose length
+    puts the character just past the cap on the third digit of a line number, so that no
+    notice of the host's own can be taken for the output going on."""
+    header = 9 + (cap - 2) % 9
+    count = (cap + PAST_CAP - header) // 9 + 1
+    text = "numbered".ljust(header - 1, ".") + "\n" + "".join(f"{n:08d}\n" for n in range(count))
+    return text[: cap + PAST_CAP]
+
+
+def _short_of_cap(cap: int) -> int:
+    return cap - min(SHORT_OF_CAP, cap // 2)
+
+
+@when(
+    "the model runs a command whose numbered lines stop just short of the host's output cap "
+    "on one stream and go on past it on the other"
+)
+def numbered_past_cap(world: World) -> None:
+    """The first stream stops short of the cap; once the harness has seen all of it
+    streamed, the second goes on past the cap in one piece, so the cap falls inside what a
+    host reads at once, wherever its reads begin."""
+    cap = _cap(world)
+    if cap < 2 * SHORT_OF_CAP:
+        raise Unverified(
+            "maxCommandOutputBytes",
+            f"the announced output cap of {cap} bytes is too small for this check",
+        )
+    (world.workspace / NUMBERED_FILE).write_text(_numbered(cap))
+    first = _short_of_cap(cap)
+    gate = _gate(world, ".gate-cap")
+    _start(
+        world,
+        f"head -c {first} {NUMBERED_FILE}; read answer < .gate-cap; "
+        f"tail -c +{first + 1} {NUMBERED_FILE} >&2",
+    )
+    try:
+        command_id = _started(world)["commandId"]
+        while True:
+            mark = world.mark()
+            pieces = [
+                n["params"]["text"]
+                for n in world.notifications("command/output", world.cursors.turn)
+                if n["params"]["commandId"] == command_id
+            ]
+            if sum(len(text.encode()) for text in pieces) >= first:
+                break
+            world.wait_for("command/output", lambda p: p["commandId"] == command_id, since=mark)
+    except TimeoutError:
+        pass  # the host streams no more before the command goes on: judged at the end
+    finally:
+        _release(world, gate)
+    _turn_end(world)
+
+
+@then("no output past the cap was streamed, whatever notice the host added")
+@verifies("P20")
+def nothing_past_cap(world: World) -> None:
+    cap = _cap(world)
+    exited = _exited(world)
+    assert exited["truncated"] is True, f"output past the cap was not marked truncated: {exited}"
+    chunks = sorted(_chunks(world), key=lambda c: c["seq"])
+    streamed, printed = "".join(c["text"] for c in chunks), _numbered(cap)
+    same = next(
+        (i for i, (a, b) in enumerate(zip(streamed, printed, strict=False)) if a != b),
+        min(len(streamed), len(printed)),
+    )
+    assert same <= cap, (
+        f"the command's output went on being streamed {same - cap} bytes past the announced "
+        f"cap of {cap} bytes (both streams in seq order match what it printed up to byte "
+        f"{same}): past the cap nothing more of the output is streamed, even when the cap "
+        "falls inside what the host read at once"
+    )
 
 
 @when("the model runs two commands one after the other in one turn")

@@ -76,6 +76,34 @@ def _new_task(
     return plain(result.task)
 
 
+@when(parsers.parse("the user creates {count:d} tasks for the project"))
+def create_many_tasks(world: World, count: int) -> None:
+    world.tasks.many = [
+        _new_task(world, f"Task {n}", f"Do chore number {n}.", "Agent", "auto")
+        for n in range(1, count + 1)
+    ]
+
+
+@then("the list of tasks shows every one of them as it was created")
+@verifies("P29")
+def every_task_listed(world: World) -> None:
+    created = world.tasks.many
+    listed = [plain(t) for t in granted(world.rpc.list_tasks).tasks]
+    ids = [t["taskId"] for t in listed]
+    missing = [t["taskId"] for t in created if t["taskId"] not in ids]
+    assert not missing, (
+        f"task/list lists {len(created) - len(missing)} of the {len(created)} tasks the user "
+        f"created; missing: {missing}. task/list lists every task, however many there are"
+    )
+    twice = sorted({i for i in ids if ids.count(i) > 1})
+    assert not twice, f"task/list lists the tasks {twice} more than once"
+    by_id = {t["taskId"]: t for t in listed}
+    wrong = {t["taskId"]: (by_id[t["taskId"]], t) for t in created if by_id[t["taskId"]] != t}
+    assert not wrong, (
+        f"task/list reports tasks otherwise than they were created (listed, created): {wrong}"
+    )
+
+
 @given("another scheduled task, which is never run")
 def other_task(world: World) -> None:
     other = _new_task(world, "Release notes", "Draft the release notes.", "Agent", "auto")
@@ -515,6 +543,17 @@ def task_due_later(world: World, minutes: int) -> None:
         )
 
 
+@given(parsers.parse("the task is due in {days:d} days"))
+def task_due_in_days(world: World, days: int) -> None:
+    task_due_later(world, days * 24 * 60)
+
+
+@when("the host clock moves on a minute")
+def clock_moves_a_minute(world: World) -> None:
+    _before_run(world)
+    granted(world.rpc.clock_advance, 60_000)
+
+
 @given(parsers.parse("the user moved the task {minutes:d} minutes later"))
 def task_moved_later(world: World, minutes: int) -> None:
     earlier = need(world.tasks.task, "scheduled task")["runAt"]
@@ -583,6 +622,13 @@ def deleted_task_idle(world: World) -> None:
 @verifies("P29")
 def switched_off_task_idle(world: World) -> None:
     _did_not_run(world, "the switched-off task")
+
+
+@then("the task due weeks ahead did not run")
+@verifies("P29")
+def far_task_idle(world: World) -> None:
+    runs_at = need(world.tasks.task, "scheduled task")["runAt"]
+    _did_not_run(world, f"the task due weeks ahead (runAt {runs_at}), a minute into its wait")
 
 
 @then("the moved task did not run")
@@ -720,8 +766,17 @@ def create_full_task_without_project(world: World) -> None:
     _create_full_task(world, None)
 
 
-def _create_full_task(world: World, root: str | None) -> None:
-    now = world.rpc.clock_get().now
+@when("the user creates a switched-off task due at the earliest time the schedule allows")
+def create_task_due_at_zero(world: World) -> None:
+    # runAt 0, the first valid Timestamp; switched off, as it is long past due
+    _create_full_task(world, str(world.workspace), run_at=0, enabled=False)
+
+
+def _create_full_task(
+    world: World, root: str | None, *, run_at: int | None = None, enabled: bool = True
+) -> None:
+    if run_at is None:
+        run_at = world.rpc.clock_get().now + 2 * 3_600_000
     provider = mock_provider(world, "report-model")
     result = granted(
         world.rpc.create_task,
@@ -731,8 +786,8 @@ def _create_full_task(world: World, root: str | None) -> None:
         root,
         provider,
         permission_mode="accept-edits",
-        run_at=now + 2 * 3_600_000,
-        enabled=True,
+        run_at=run_at,
+        enabled=enabled,
     )
     world.tasks.expected = {
         "name": "Weekly report",
@@ -741,8 +796,8 @@ def _create_full_task(world: World, root: str | None) -> None:
         "workspaceRoot": root,
         "provider": plain(provider),
         "permissionMode": "accept-edits",
-        "runAt": now + 2 * 3_600_000,
-        "enabled": True,
+        "runAt": run_at,
+        "enabled": enabled,
     }
     world.tasks.task = plain(result.task)
 

@@ -23,6 +23,7 @@ from conformance.messages import (
     unanswered_tool_messages,
 )
 from conformance.mock_provider import RecordedRequest, TextReply
+from conformance.steps.model import script_calls, tool_call
 from conformance.steps.plan import check_one_result, check_refusal
 from conformance.steps.requests import granted
 from conformance.steps.sessions import read_session, session_id
@@ -63,7 +64,10 @@ def local_page(world: World, text: str, request: pytest.FixtureRequest) -> None:
 _CODE_BASE: Final = {
     "README.md": "Read me first\n",
     "docs/guide.md": "# Guide\nHow the cache works.\n",
-    "src/cache.py": "import os\ndef evict_oldest(): pass\n# caf\u00e9 au lait\n",
+    "src/cache.py": (
+        "import os\ndef evict_oldest(): pass\n# caf\u00e9 au lait\n"
+        "# alpha\u2028beta\u0085gamma\x0cdelta\n"  # one line: only LF ends a line
+    ),
     "src/store.py": "def keep_all(): pass\n",
     "src/sub/deep.py": "def evict_deeply(): pass\n",
     ".github/ci.yml": "run: evict_in_ci\n",
@@ -181,7 +185,9 @@ def call_worked(world: World, tool: str) -> None:
     assert answering is not None, f"the model was never given the result of its {tool} call"
 
 
-_CRLF_LINES: Final = (b"one", b"two", b"three")
+_CRLF_LINES: Final = (b"one", "caf\u00e9 \u20ac".encode(), b"two", b"three\rfour")
+# Each line ends in CR LF; one holds a lone CR and one characters of several bytes before
+# the line an edit changes, so that a tool that tidies line ends or counts in bytes shows.
 
 
 @given(parsers.parse('the project has a file "{path}" whose lines end in CR LF'))
@@ -189,6 +195,21 @@ def crlf_file(world: World, path: str) -> None:
     target = world.workspace / path
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(b"".join(line + b"\r\n" for line in _CRLF_LINES))
+
+
+@then(parsers.parse('the model was given every line of "{path}" with its own line end'))
+@verifies("P10")
+def read_keeps_line_ends(world: World, path: str) -> None:
+    result = check_one_result(world, world.script.call_id("Read"), "Read")
+    assert result["status"] == "ok", f"the Read call did not work: {result}"
+    text, _ = _given_after(world, "Read")
+    for line in _CRLF_LINES:
+        expected = line.decode() + "\r\n"
+        escaped = json.dumps(expected, ensure_ascii=False)[1:-1]  # a result given as JSON
+        assert expected in text or escaped in text, (
+            f"after its Read call the model was not given the line {expected!r} of {path}, "
+            f"line end included: {text!r}; Read gives the file's text as it is stored"
+        )
 
 
 @then(
@@ -270,6 +291,11 @@ def switch_announced_in_turn(world: World) -> None:
     )
 
 
+@given("the model will start a new context with an empty summary and then answer")
+def model_resets_to_nothing(world: World) -> None:
+    script_calls(world, tool_call(world, "new_context", {"summary": ""}))
+
+
 @then("after the new context the model saw the summary and none of the earlier conversation")
 @verifies("P10")
 def summary_after_reset(world: World) -> None:
@@ -340,6 +366,18 @@ def empty_arguments_either_way(world: World, tool: str) -> None:
         f"after the {tool} call with empty arguments the turn ended {ended['outcome']}: the "
         "turn goes on after a tool call either way"
     )
+
+
+@then(parsers.parse('the {tool} call ran and made "{path}"'))
+@verifies("P27")
+def edge_input_ran(world: World, tool: str, path: str) -> None:
+    result = check_one_result(world, world.script.call_id(tool), tool)
+    assert result["status"] == "ok", (
+        f"the {tool} call ended {result['status']} with {result.get('error')}, but its input "
+        "is one the published shape allows: a tool takes every input its schema accepts, "
+        "up to its limits"
+    )
+    assert (world.workspace / path).exists(), f"the {tool} call reported ok but made no {path}"
 
 
 # -- P9: one result per call --------------------------------------------------------------

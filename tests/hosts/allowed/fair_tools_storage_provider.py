@@ -491,3 +491,118 @@ def _shell_display_names() -> None:
         return {**to_wire(self), "name": f"{self.name} shell at {self.path}"}
 
     patch(Shell, "to_wire", display)
+
+
+@variant("no-truncation-notice")
+def _no_truncation_notice() -> None:
+    # P20: past `maxCommandOutputBytes` "you stream nothing more of it (a notice of your own
+    # of at most 1 KiB is allowed) and report `truncated: true`". The notice is optional:
+    # this host sends none, in the stream or in the tool result; `truncated` says it.
+    from reference_host import commands
+
+    patch(commands, "TRUNCATION_MARKER", "")
+
+
+_STORAGE: contextvars.ContextVar[Any] = contextvars.ContextVar("fair_storage", default=None)
+
+
+@variant("audit-row-at-start")
+def _audit_row_at_start() -> None:
+    # C5: "Every command is recorded in `command_audit` ... and what `command/exited`
+    # reported"; when the row is first written is not stated. This host inserts the row
+    # when the command starts (its end columns still empty) and completes it when the
+    # command has exited, so a command under way is already on record.
+    from reference_host import turns
+    from reference_host.turns import TurnRunner
+
+    bash = TurnRunner._bash
+    run_command = turns.run_command
+
+    async def bash_with_storage(self: TurnRunner, *args: Any, **kw: Any) -> Any:
+        token = _STORAGE.set(self.host.storage)
+        try:
+            return await bash(self, *args, **kw)
+        finally:
+            _STORAGE.reset(token)
+
+    async def run_recorded(**kw: Any) -> Any:
+        storage = _STORAGE.get()
+        started_at = kw["clock"].now_ms()
+        writes: list[asyncio.Future[None]] = []
+
+        def on_start(command_id: str) -> None:
+            if storage is None:
+                return
+            row = {
+                "id": command_id,
+                "session_id": kw["session_id"],
+                "turn_id": kw["turn_id"],
+                "shell_id": kw["shell"].shell_id,
+                "shell_path": kw["shell"].path,
+                "command": kw["command"],
+                "cwd": kw["cwd"],
+                "started_at": started_at,
+            }
+            writes.append(asyncio.ensure_future(storage.record_command(row)))
+
+        try:
+            return await run_command(**kw, on_start=on_start)
+        finally:
+            for write in writes:  # the end is written after the start, never before it
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(write)
+
+    patch(TurnRunner, "_bash", bash_with_storage)
+    patch(turns, "run_command", run_recorded)
+
+
+@variant("commands-with-minimal-environment")
+def _commands_with_minimal_environment() -> None:
+    # Commands and shells: "Do not clear the `PI_CONFORMANCE_HOST_TOKEN` environment
+    # variable from the commands you start" is the one rule on a command's environment.
+    # This host starts each shell with a small environment of its own (PATH, HOME, USER,
+    # LOGNAME, LANG, LC_*, TERM, TMPDIR, that token and its own marker), not a copy of its
+    # whole environment; the OPENAI_API_KEY, for one, never reaches a command.
+    from reference_host import commands
+
+    kept = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "TERM", "TMPDIR")
+
+    def environment(command_id: str) -> dict[str, str]:
+        env = {
+            name: value
+            for name, value in os.environ.items()
+            if name in kept or name.startswith("LC_") or name == "PI_CONFORMANCE_HOST_TOKEN"
+        }
+        env[commands.COMMAND_ENV] = command_id
+        return env
+
+    async def spawn(shell: Any, command: str, cwd: str, command_id: str) -> Any:
+        # The reference host's _spawn, with the environment above.
+        commands.adopt_orphans()
+        out_read, out_write = os.pipe()
+        err_read, err_write = os.pipe()
+        commands._spawning += 1
+        try:
+            process = await asyncio.create_subprocess_exec(
+                shell.path,
+                "-c",
+                command,
+                cwd=cwd,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=out_write,
+                stderr=err_write,
+                start_new_session=True,
+                env=environment(command_id),
+            )
+            commands._COMMANDS[process.pid] = command_id
+        except BaseException:
+            os.close(out_read)
+            os.close(err_read)
+            raise
+        finally:
+            commands._spawning -= 1
+            os.close(out_write)
+            os.close(err_write)
+        return process, [out_read, err_read]
+
+    patch(commands, "_spawn", spawn)

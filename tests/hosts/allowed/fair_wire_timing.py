@@ -225,30 +225,13 @@ class _Regrouped(_Out):
             self.stream.write(line)
 
 
-_STATE = frozenset({"session/updated", "approval/updated", "execution/updated"})
-
-
 # Ordering: "Where the contract gives no order, the harness waits for whichever message
 # comes later"; "the order of notifications and responses where Ordering names none" is
-# the host's. The orders it names (toolResult and command/exited before turn/ended, timer
-# notifications before the clock response, a response after the notifications of earlier
-# state) are kept. This host holds notifications up to 30 ms and then sends the state
-# announcements (session/updated, approval/updated, execution/updated) after the event
-# notifications (turn/*, command/*, permission/requested, task/runFinished) held with
-# them; anything held is sent before the next response.
-@variant("state-announcements-after-events")
-def _state_announcements_after_events() -> None:
-    def events_first(held: Held) -> Held:
-        events = [each for each in held if each[0]["method"] not in _STATE]
-        return events + [each for each in held if each[0]["method"] in _STATE]
-
-    _wrap_stdout(lambda stream, loop: _Regrouped(stream, loop, events_first))
-
-
-# The same freedom, one pair only: Ordering names no order between a turn's turn/ended
-# and the session/updated that shows the session idle after it (both report a turn that
-# has ended and is stored). This host sends the turn/ended right after that session's
-# next session/updated instead of before it; every other order stays as it was.
+# the host's, and it names no order between a turn's turn/ended and the session/updated
+# that shows the session idle after it (both report a turn that has ended and is
+# stored). This host holds notifications up to 30 ms (all of them before the next
+# response) and sends the turn/ended right after that session's next session/updated
+# instead of before it; every other order stays as it was.
 @variant("turn-ended-after-idle-session")
 def _turn_ended_after_idle_session() -> None:
     def ended_after_session(held: Held) -> Held:
@@ -265,6 +248,54 @@ def _turn_ended_after_idle_session() -> None:
         return arranged + [each for late in waiting.values() for each in late]
 
     _wrap_stdout(lambda stream, loop: _Regrouped(stream, loop, ended_after_session))
+
+
+# Ordering names, for the end of a turn, only "turn/toolResult for every call of a turn,
+# and command/exited for every command, before that turn's turn/ended"; where a turn's
+# last results and its turn/ended fall relative to the session/updated that shows the
+# session idle is not named. This host sends a turn's closing notifications (the
+# turn/toolResult notifications after its last turn/toolCall, then its turn/ended) right
+# after that idle session/updated; each turn/toolCall still comes before the call runs.
+@variant("turn-close-after-idle-session")
+def _turn_close_after_idle_session() -> None:
+    def close_after_idle(held: Held) -> Held:
+        methods = [message["method"] for message, _line in held]
+        moved: dict[int, Held] = {}  # index of the idle session/updated -> what follows it
+        taken: set[int] = set()
+        for end, (message, _line) in enumerate(held):
+            if message["method"] != "turn/ended":
+                continue
+            session, turn = message["params"]["sessionId"], message["params"]["turnId"]
+            idle = next(
+                (
+                    index
+                    for index in range(end + 1, len(held))
+                    if methods[index] == "session/updated"
+                    and held[index][0]["params"]["session"]["sessionId"] == session
+                    and held[index][0]["params"]["session"]["activeTurnId"] is None
+                ),
+                None,
+            )
+            if idle is None:
+                continue
+            closing = [end]
+            for index in range(end - 1, -1, -1):
+                params = held[index][0]["params"]
+                if params.get("turnId") != turn:
+                    continue
+                if methods[index] != "turn/toolResult":
+                    break  # a turn/toolCall (or text) of this turn: keep what precedes it
+                closing.insert(0, index)
+            taken.update(closing)
+            moved.setdefault(idle, []).extend(held[index] for index in closing)
+        arranged: Held = []
+        for index, each in enumerate(held):
+            if index not in taken:
+                arranged.append(each)
+            arranged += moved.get(index, [])
+        return arranged
+
+    _wrap_stdout(lambda stream, loop: _Regrouped(stream, loop, close_after_idle))
 
 
 # Ordering: a response comes after the notifications of the state before it, and "where

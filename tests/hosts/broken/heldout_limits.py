@@ -1,11 +1,21 @@
-"""Broken hosts: a held-out set (limits and boundaries), written from the contract alone."""
+"""Broken hosts: a held-out set (limits and boundaries), written from the contract alone.
+
+Caught, each by the scenario its case names: a session list cut at 20 sessions; a clock set
+or moved to exactly its last allowed moment refused; output that crosses the output cap
+inside one read streamed whole; a task due more than 2^31 ms ahead run at the next clock
+move; runAt 0 taken as null; a provider on port 0 refused; a Bash timeout of exactly one
+hour refused; a plan title cut at 255 characters. ``integral-floats-refused`` has no case:
+the project allows it. The existing scenarios already fail
+``one-jump-runs-only-the-first-due-task`` and ``deadline-compared-in-rounded-seconds`` and
+error on ``oversize-by-one-eats-next-line``; none of the three has a case here yet.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
-from hosts.registry import patch, variant
+from hosts.registry import BrokenCase, patch, variant
 from reference_host import approvals, commands, framing, host, rpc, server, state, turns, validation
 from reference_host.errors import HostError
 from reference_host.host import Host
@@ -250,3 +260,63 @@ def _title_cut_at_255() -> None:
         return text[:255] if field == "title" else text
 
     patch(approvals, "_require_text", _require_text)
+
+
+CASES = [
+    BrokenCase(
+        "session-list-first-page",
+        "sessions",
+        "every_session_is_listed",
+        "R7.2",
+        "of the 25 sessions the user created",
+    ),
+    BrokenCase(
+        "clock-ceiling-exclusive",
+        "protocol_errors",
+        "edge_of_the_published_range and moment",
+        "P4",
+        "refused a request the schema allows",
+    ),
+    BrokenCase(
+        "cap-checked-before-each-chunk",
+        "shell",
+        "inside_one_piece",
+        "P20",
+        "past the announced cap",
+    ),
+    BrokenCase(
+        "far-run-at-fires-at-once",
+        "scheduled_plan",
+        "weeks_ahead",
+        "P29",
+        "for the task due weeks ahead",
+    ),
+    BrokenCase(
+        "run-at-zero-as-null",
+        "scheduled_plan",
+        "earliest_time",
+        "P29",
+        "'runAt': (None, 0)",
+    ),
+    BrokenCase(
+        "port-zero-refused",
+        "protocol_errors",
+        "edge_of_the_published_range and zero",
+        "P4",
+        "refused a request the schema allows",
+    ),
+    BrokenCase(
+        "timeout-limit-exclusive",
+        "plan_tools",
+        "edge_of_the_tools_published_input",
+        "P27",
+        "its input is one the published shape allows",
+    ),
+    BrokenCase(
+        "title-cut-at-255",
+        "artifact_integrity",
+        "kept_exactly_as_submitted and hundreds",
+        "R2.6",
+        "the plan_approvals row holds title",
+    ),
+]

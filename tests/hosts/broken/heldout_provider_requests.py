@@ -1,11 +1,20 @@
-"""Broken hosts: a held-out set (the model provider's requests and stream), written from the contract alone."""  # noqa: E501
+"""Broken hosts: a held-out set (the model provider's requests and stream), written from
+the contract alone.
+
+Eight of these thirteen went uncaught at first; six are caught now: tool calls streamed
+interleaved, a stream that ends early or carries an error, a refused call left out of the
+history, and a provider address ending in a slash. Open (docs/reliability.md):
+provider-utf8-split-replaced (the mock cannot make a character's bytes arrive in two reads
+without waiting) and stop-finish-ignores-tool-calls (the contract does not say what a
+finish_reason other than tool_calls beside tool calls means).
+"""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from hosts.registry import patch, rewrite_provider_messages, variant
+from hosts.registry import BrokenCase, patch, rewrite_provider_messages, variant
 from reference_host import provider_client, turns
 from reference_host.provider_client import AssistantReply
 from reference_host.tools.agent_tools import PLAN_TOOL_NAMES, SUBMIT_PLAN
@@ -349,3 +358,84 @@ def _double_slash_after_base_url() -> None:
         return await complete(_Client(client, config.base_url), config, *args, **kw)
 
     patch(turns, "complete", _complete)
+
+
+CASES = [
+    BrokenCase(
+        "unanswered-call-after-restart-sent",
+        "restart_interruption",
+        "a_message_whose_calls_a_restart_cut_short",
+        "C3",
+        "the new turn ended",
+    ),
+    BrokenCase(
+        "history-skips-cancelled-turns",
+        "plan_tools",
+        "after_a_cancelled_one_answers_every_call",
+        "R1.3",
+        "the later turn's request lacks the cancelled turn's prompt",
+    ),
+    BrokenCase(
+        "agent-offers-submit-plan",
+        "execution",
+        "the_same_agent_carries_out_the_plan_with",
+        "R4.7",
+        "the execution was not run by the agent in Agent mode",
+    ),
+    BrokenCase(
+        "plan-omits-new-context",
+        "plan_tools",
+        "offered_exactly_the_planning_tools_also_after",
+        "R1.4",
+        "expected",
+    ),
+    BrokenCase(
+        "new-context-waits-for-next-turn",
+        "plan_tools",
+        "starting_a_new_context_replaces_the_conversation",
+        "P10",
+        "after the new context the model was not given the summary",
+    ),
+    BrokenCase(
+        "task-prompt-prefixed",
+        "scheduled_plan",
+        "an_agent_task_runs_when_its_time_comes",
+        "R6.3",
+        "the run asked the model",
+    ),
+    BrokenCase(
+        "truncated-stream-completes",
+        "sessions",
+        "a_model_answer_that_breaks_off_ends_the",
+        "P25",
+        "expected failed with PROVIDER_ERROR",
+    ),
+    BrokenCase(
+        "mid-stream-error-ignored",
+        "sessions",
+        "a_model_answer_that_breaks_off_ends_the",
+        "P25",
+        "expected failed with PROVIDER_ERROR",
+    ),
+    BrokenCase(
+        "tool-call-deltas-by-arrival",
+        "plan_tools",
+        "every_call_of_a_message_gets_exactly_one",
+        "P27",
+        "the Read call failed",
+    ),
+    BrokenCase(
+        "refused-calls-left-out-of-history",
+        "plan_tools",
+        "a_call_to_exitplanmode_is_refused_as_an",
+        "P9",
+        "the model was never given the result of its refused",
+    ),
+    BrokenCase(
+        "double-slash-after-base-url",
+        "sessions",
+        "a_provider_address_that_ends_with_a_slash",
+        "P24",
+        "the turn ended failed",
+    ),
+]
