@@ -525,7 +525,13 @@ def list_with_extra(world: World) -> None:
 
 @then("the host keeps serving requests")
 def keeps_serving(world: World) -> None:
-    granted(world.rpc.list_sessions)  # its answer must fit SessionListResult
+    try:
+        granted(world.rpc.list_sessions)  # its answer must fit SessionListResult
+    except TimeoutError as error:
+        raise AssertionError(
+            f"the host answered nothing to the next request ({error}): after a refused line "
+            "it serves the lines that follow"
+        ) from None
 
 
 # -- params out of range (P4) -------------------------------------------------------------

@@ -9,7 +9,7 @@ settle point of a run, has arrived.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from pytest_bdd import given, parsers, then, when
 
@@ -772,6 +772,11 @@ def create_task_due_at_zero(world: World) -> None:
     _create_full_task(world, str(world.workspace), run_at=0, enabled=False)
 
 
+# Text as the user typed it, surrounding blanks included: a task keeps it as given.
+FULL_TASK_NAME: Final = "  Weekly report\t"
+FULL_TASK_PROMPT: Final = "Summarise what changed this week.\n"
+
+
 def _create_full_task(
     world: World, root: str | None, *, run_at: int | None = None, enabled: bool = True
 ) -> None:
@@ -780,8 +785,8 @@ def _create_full_task(
     provider = mock_provider(world, "report-model")
     result = granted(
         world.rpc.create_task,
-        "Weekly report",
-        "Summarise what changed this week.",
+        FULL_TASK_NAME,
+        FULL_TASK_PROMPT,
         "agent",
         root,
         provider,
@@ -790,8 +795,8 @@ def _create_full_task(
         enabled=enabled,
     )
     world.tasks.expected = {
-        "name": "Weekly report",
-        "prompt": "Summarise what changed this week.",
+        "name": FULL_TASK_NAME,
+        "prompt": FULL_TASK_PROMPT,
         "mode": "agent",
         "workspaceRoot": root,
         "provider": plain(provider),

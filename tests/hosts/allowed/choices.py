@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from hosts.registry import AllowedCase, patch, variant
-from reference_host import server, turns
+from reference_host import rpc, server, turns
 from reference_host.errors import HostError
 from reference_host.host import Host
 from reference_host.tasks import Tasks
@@ -96,6 +96,32 @@ def _empty_arguments_refused() -> None:
     patch(turns, "_arguments", _arguments)
 
 
+@variant("integral-floats-refused")
+def _integral_floats_refused() -> None:
+    # P4: "whole numbers only"; a whole number written with a fraction or an exponent
+    # (1000.0, 1e3) may be taken as that number or refused with INVALID_PARAMS
+    # (docs/decisions.md). This host decodes numbers into typed fields and refuses any
+    # number written so.
+    original = rpc.params_problem
+
+    def _has_float(value: Any) -> bool:
+        if isinstance(value, float):
+            return True
+        if isinstance(value, dict):
+            return any(_has_float(item) for item in value.values())
+        if isinstance(value, list):
+            return any(_has_float(item) for item in value)
+        return False
+
+    def params_problem(method: str, params: Any) -> str | None:
+        problem = original(method, params)
+        if problem is None and _has_float(params):
+            return "params: an integer field holds a number written as a float"
+        return problem
+
+    patch(rpc, "params_problem", params_problem)
+
+
 CASES = [
     AllowedCase(
         "lines-end-with-cr-lf",
@@ -117,5 +143,10 @@ CASES = [
         "plan_tools",
         "empty_arguments or outside_the_tools_published_input",
         why="empty tool-call arguments may be read as {} or refused as invalid input (P27)",
+    ),
+    AllowedCase(
+        "integral-floats-refused",
+        "protocol_errors,handshake,scheduled_plan",
+        why="a whole number written as 1000.0 or 1e3 may be taken or refused (P4)",
     ),
 ]

@@ -4,10 +4,10 @@ Caught, each by the scenario its case names: a session list cut at 20 sessions; 
 or moved to exactly its last allowed moment refused; output that crosses the output cap
 inside one read streamed whole; a task due more than 2^31 ms ahead run at the next clock
 move; runAt 0 taken as null; a provider on port 0 refused; a Bash timeout of exactly one
-hour refused; a plan title cut at 255 characters. ``integral-floats-refused`` has no case:
-the project allows it. The existing scenarios already fail
-``one-jump-runs-only-the-first-due-task`` and ``deadline-compared-in-rounded-seconds`` and
-error on ``oversize-by-one-eats-next-line``; none of the three has a case here yet.
+hour refused; a plan title cut at 255 characters; only the first of two due tasks run; a
+deadline compared in whole seconds; and (once its wait for the next answer runs out) the
+line after an oversized one swallowed. ``integral-floats-refused`` was moved to the allowed
+hosts: the contract lets a host refuse a whole number written as 1000.0 or 1e3.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 from hosts.registry import BrokenCase, patch, variant
-from reference_host import approvals, commands, framing, host, rpc, server, state, turns, validation
+from reference_host import approvals, commands, framing, host, server, state, turns, validation
 from reference_host.errors import HostError
 from reference_host.host import Host
 from reference_host.tasks import Tasks
@@ -190,31 +190,6 @@ def _port_zero_refused() -> None:
     patch(validation, "_provider_problem", _provider_problem)
 
 
-@variant("integral-floats-refused")
-def _integral_floats_refused() -> None:
-    # P4 / Timestamp (type integer): a whole number is an integer however it is written
-    # (1e3, 8.64e15, 1000.0). This host decodes numbers into typed fields and refuses any
-    # number written with a fraction or an exponent with INVALID_PARAMS.
-    original = rpc.params_problem
-
-    def _has_float(value: Any) -> bool:
-        if isinstance(value, float):
-            return True
-        if isinstance(value, dict):
-            return any(_has_float(item) for item in value.values())
-        if isinstance(value, list):
-            return any(_has_float(item) for item in value)
-        return False
-
-    def params_problem(method: str, params: Any) -> str | None:
-        problem = original(method, params)
-        if problem is None and _has_float(params):
-            return "params: an integer field holds a number written as a float"
-        return problem
-
-    patch(rpc, "params_problem", params_problem)
-
-
 @variant("deadline-compared-in-rounded-seconds")
 def _deadline_compared_in_rounded_seconds() -> None:
     # P14: one millisecond before expiresAt the plan can still be approved. This host
@@ -318,5 +293,27 @@ CASES = [
         "kept_exactly_as_submitted and hundreds",
         "R2.6",
         "the plan_approvals row holds title",
+    ),
+    BrokenCase(
+        "one-jump-runs-only-the-first-due-task",
+        "scheduled_plan",
+        "tasks_due_at_different_times_all_run_after",
+        "P29",
+        "of two enabled tasks that came due",
+    ),
+    BrokenCase(
+        "deadline-compared-in-rounded-seconds",
+        "deadline",
+        "one_millisecond_before_the_deadline_the_plan_can",
+        "R4.6",
+        "the approval is expired",
+    ),
+    BrokenCase(
+        "oversize-by-one-eats-next-line",
+        "protocol_errors",
+        "one_byte_over_the_frame_limit",
+        "P2",
+        "the host answered nothing to the next request",
+        slow=True,
     ),
 ]
