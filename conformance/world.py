@@ -277,6 +277,7 @@ class CommandWatch:
     chosen_default: dict[str, Any] | None = None  # the shell the user made the default
     ran_while_running: bool | None = None  # output seen before the command ended
     open_gates: list[int] = field(default_factory=list)  # pipe descriptors to close
+    earlier_audit: list[dict[str, Any]] = field(default_factory=list)  # an earlier command's row
 
 
 @dataclass

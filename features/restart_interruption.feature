@@ -237,6 +237,21 @@ Feature: A restart interrupts, and never replays
       Then no stored name speaks of a boot epoch
       And every stored value is as it was before the restart
 
+    @R4.1
+    Scenario: A second restart after a recovery changes nothing stored
+      Given a session for the project in Plan mode
+      And the model is in the middle of a Plan turn
+      And the host restarted
+      When the host restarts with nothing left to recover
+      Then every stored value is as it was before the restart
+
+    @P13 @R4.10
+    Scenario: A plan file changed while the host was down cannot be opened after the restart
+      Given a plan titled "Checked at approval" is awaiting approval
+      And the host restarted
+      And the plan file is changed on disk after submission
+      Then opening the plan is refused with ARTIFACT_MODIFIED
+
     @R4.2
     Scenario: A restart with nothing to recover changes no answer
       Given the host holds finished work of every kind

@@ -249,6 +249,16 @@ Feature: Scheduled tasks never plan unattended
       Then the switched-off task did not run
 
     @P29
+    Scenario: Tasks due at the same time all run after a restart
+      Given a scheduled task in Agent mode for the project
+      And the task is due in 5 minutes
+      And another scheduled task in Agent mode, due at the same time
+      And the model will answer "The changelog is tidy." for each of the two tasks
+      When the host restarts
+      And the time the later task is due comes
+      Then both tasks ran when their time came
+
+    @P29
     Scenario: Tasks due at different times all run after a restart
       Given a scheduled task in Agent mode for the project
       And the task is due in 5 minutes

@@ -247,6 +247,15 @@ Feature: Shells and streamed commands
       Then the command ran in the bash shell
       And the command is recorded for audit
 
+    @C5 @R4.1
+    Scenario: A command after a restart is recorded beside the one before it
+      Given a session for the project with permission mode auto
+      And the model ran a command that writes to both streams and exits with code 3
+      And the host restarted
+      When the model runs a command that writes to both streams and exits with code 3
+      Then the command is recorded for audit
+      And the command before the restart is still recorded for audit as it was
+
     @C5
     Scenario: A command that times out is recorded for audit
       Given a session for the project with permission mode auto

@@ -233,6 +233,11 @@ def host_stops(world: World, how: str) -> None:
     world.restart_seen.session = read_session(world) if "main" in world.sessions else None
 
 
+@given("the host restarted")
+def host_restarted(world: World) -> None:
+    world.restart()
+
+
 @when("the host crashes and starts again while the command it ran lives on")
 def crash_leaving_command(world: World) -> None:
     world.provider.set_fallback(None)

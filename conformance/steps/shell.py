@@ -940,6 +940,27 @@ def cancelled(world: World) -> None:
     )
 
 
+@given(parsers.parse("the model ran a command that {does}"))
+def ran_named(world: World, does: str) -> None:
+    runs_named(world, does)
+    exited = _exited(world)
+    world.commands.earlier_audit = world.storage().rows(
+        "command_audit", "id = ?", (exited["commandId"],)
+    )
+    assert world.commands.earlier_audit, f"command {exited['commandId']} was not recorded"
+
+
+@then("the command before the restart is still recorded for audit as it was")
+@verifies("C5")
+def earlier_audit_kept(world: World) -> None:
+    earlier = world.commands.earlier_audit[0]
+    now = world.storage().rows("command_audit", "id = ?", (earlier["id"],))
+    assert now == [earlier], (
+        f"the audit row of command {earlier['id']}, run before the restart, became {now}: "
+        "every command keeps its own record (a command id is never used twice)"
+    )
+
+
 @then("the command is recorded for audit")
 @verifies("C5")
 def audited(world: World) -> None:

@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from hosts.registry import patch, rewrite_provider_messages, variant
+from hosts.registry import AllowedCase, patch, rewrite_provider_messages, variant
 
 
 @variant("read-result-with-header")
@@ -606,3 +606,94 @@ def _commands_with_minimal_environment() -> None:
         return process, [out_read, err_read]
 
     patch(commands, "_spawn", spawn)
+
+
+CASES = [
+    AllowedCase(
+        "read-result-with-header",
+        "plan_tools",
+        "reading_a_file",
+        why="how Read lays out the file's text around it is the host's (P10)",
+    ),
+    AllowedCase(
+        "refusals-without-codes",
+        "plan_tools",
+        "refused",
+        why="the words the model is given for a refusal are the host's; the code is reported",
+    ),
+    AllowedCase(
+        "bash-result-status-first",
+        "shell,plan_tools",
+        "carriage_returns or command_the_model_runs_while_planning",
+        why="where Bash puts the exit status in what the model is given is the host's",
+    ),
+    AllowedCase(
+        "artifact-names-from-title",
+        "artifact_integrity,submit_plan",
+        why="artifact file names are the host's within .pi/plan/*.md",
+    ),
+    AllowedCase(
+        "log-file-in-data-dir",
+        "restart_interruption,migration",
+        why="stderr is for logs; a log file in the data directory is not forbidden",
+    ),
+    AllowedCase(
+        "bookkeeping-times-on-wall-clock",
+        "sessions,scheduled_plan,shell",
+        "audit or created or every_field or changes",
+        why="columns the protocol never reports may follow the system clock",
+    ),
+    AllowedCase(
+        "extra-request-parameters",
+        "sessions",
+        "prompt",
+        why="a Chat Completions request may carry parameters of the host's choosing",
+    ),
+    AllowedCase(
+        "tools-in-other-order",
+        "plan_tools",
+        "offered",
+        why="the tools offered are a set; their order is the host's",
+    ),
+    AllowedCase(
+        "developer-note-after-prompt",
+        "sessions",
+        "prompt",
+        why="context of the host's own may follow the prompt in a message that is not the user's",
+    ),
+    AllowedCase(
+        "uuid-ids",
+        "sessions,approval,shell",
+        why="the format of identifiers is the host's",
+    ),
+    AllowedCase(
+        "output-coalesced",
+        "shell,isolation",
+        "output or commands_at_once",
+        why="how output is cut into pieces of at most 16384 characters is the host's (P20)",
+    ),
+    AllowedCase(
+        "no-truncation-notice",
+        "shell",
+        "cap",
+        why="a notice past the output cap is allowed, not required (P20)",
+    ),
+    AllowedCase(
+        "assistant-without-null-content",
+        "plan_tools,sessions",
+        "every_call or later_turn or earlier_answer",
+        why="an assistant message with tool calls may leave out its content",
+    ),
+    AllowedCase(
+        "glob-by-modification-time",
+        "plan_tools",
+        "looking_for_files",
+        why="Glob's order is the host's (P10)",
+    ),
+    AllowedCase(
+        "audit-row-at-start",
+        "shell",
+        "audit",
+        why="when the command_audit row is first written is the host's (C5)",
+    ),
+]

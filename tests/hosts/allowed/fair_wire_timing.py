@@ -298,46 +298,6 @@ def _turn_close_after_idle_session() -> None:
     _wrap_stdout(lambda stream, loop: _Regrouped(stream, loop, close_after_idle))
 
 
-# Ordering: a response comes after the notifications of the state before it, and "where
-# [Ordering] names none" the order is the host's. session/configure's session/updated
-# reports the same state as its response; this host sends it right after the response.
-@variant("configure-announced-after-response")
-def _configure_announced_after_response() -> None:
-    after_response: list[tuple[Callable[..., None], str, dict[str, Any]]] = []
-    configure = Host.session_configure
-    dispatcher_init = Dispatcher.__init__
-
-    async def configured(self: Host, params: dict[str, Any]) -> dict[str, Any]:
-        notify = self.notify
-
-        def hold(method: str, notice: dict[str, Any]) -> None:
-            if method == "session/updated" and (
-                notice["session"]["sessionId"] == params["sessionId"]
-            ):
-                after_response.append((notify, method, notice))
-            else:
-                notify(method, notice)
-
-        self.notify = hold
-        try:
-            return await configure(self, params)
-        finally:
-            self.notify = notify
-
-    def init(self: Dispatcher, send: Callable[[dict[str, Any]], None]) -> None:
-        def send_then_release(message: dict[str, Any]) -> None:
-            send(message)
-            if "id" in message:
-                while after_response:
-                    notify, method, notice = after_response.pop(0)
-                    notify(method, notice)
-
-        dispatcher_init(self, send_then_release)
-
-    patch(Host, "session_configure", configured)
-    patch(Dispatcher, "__init__", init)
-
-
 # Sessions: "Every change of what session/get reports ... is announced by a
 # session/updated carrying the whole session as it now is, so the last one you sent for
 # a session reads as session/get does". Only execution/updated is held to "once per

@@ -1,4 +1,8 @@
-"""Broken hosts: a held-out set (reads after restart), written from the contract alone."""
+"""Broken hosts: a held-out set (reads after restart), written from the contract alone.
+
+Four of these eleven went uncaught at first; all are caught now, by a second restart after
+a recovery, a command before and after a restart in one session, two tasks due at one
+instant across a restart, and a plan file changed while no host ran."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from hosts.registry import patch, variant
+from hosts.registry import BrokenCase, patch, variant
 from reference_host import artifacts, commands, turns
 from reference_host.approvals import Approvals
 from reference_host.storage import ApprovalRow, SessionRow, Storage
@@ -395,3 +399,85 @@ def _paired(messages: list[tuple[dict[str, Any], bool]]) -> list[dict[str, Any]]
             continue
         kept.append(message)
     return kept
+
+
+CASES = [
+    BrokenCase(
+        "recovery-appends-a-failed-run",
+        "scheduled_plan",
+        "run_under_way_when_the_host and restarts",
+        "P28",
+        "after the restart task/list shows the last run",
+    ),
+    BrokenCase(
+        "recovery-drops-queued-execution",
+        "restart_interruption",
+        "an_execution_still_waiting_in_the_queue_is",
+        "C8",
+        "when the restarted host answered its first request",
+    ),
+    BrokenCase(
+        "reject-answers-before-commit",
+        "approval",
+        "rejecting_keeps_the_session_in_plan_with_its",
+        "R3.6",
+        "the stored approval disagrees with the protocol",
+    ),
+    BrokenCase(
+        "session-list-reordered-after-restart",
+        "restart_interruption",
+        "a_restart_with_nothing_to_recover_changes_no",
+        "R4.2",
+        "after a restart with nothing to recover the host answers",
+    ),
+    BrokenCase(
+        "restart-rewrites-task-schedule",
+        "restart_interruption",
+        "a_restart_with_nothing_to_recover_changes_nothing",
+        "R4.1",
+        "a restart with nothing to recover changed stored values",
+    ),
+    BrokenCase(
+        "approval-ties-reversed-after-restart",
+        "restart_interruption",
+        "a_restart_with_nothing_to_recover_changes_no",
+        "R4.2",
+        "after a restart with nothing to recover the host answers",
+    ),
+    BrokenCase(
+        "unanswered-calls-after-restart",
+        "restart_interruption",
+        "a_message_whose_calls_a_restart_cut_short",
+        "C3",
+        "the new turn ended",
+    ),
+    BrokenCase(
+        "recovery-restamps-interrupted-turns",
+        "restart_interruption",
+        "a_second_restart_after_a_recovery_changes_nothing",
+        "R4.1",
+        "a restart with nothing to recover changed stored values",
+    ),
+    BrokenCase(
+        "command-ids-restart-from-one",
+        "shell",
+        "a_command_after_a_restart_is_recorded_beside",
+        "C5",
+        "every command keeps its own record",
+    ),
+    BrokenCase(
+        "restart-arms-one-task-per-instant",
+        "scheduled_plan",
+        "tasks_due_at_the_same_time_all_run",
+        "P29",
+        "of two enabled tasks that came due",
+        slow=True,
+    ),
+    BrokenCase(
+        "unverified-reads-after-restart",
+        "restart_interruption",
+        "a_plan_file_changed_while_the_host_was",
+        "P13",
+        "that disagree with the record",
+    ),
+]
