@@ -17,7 +17,6 @@ from conformance.blame import verifies
 from conformance.capabilities import Unverified
 from conformance.client import ABSENT, Absent, HarnessError, RpcError
 from conformance.drivers import DUMMY_API_KEY
-from conformance.messages import message_text
 from conformance.mock_provider import CutStreamReply, HttpErrorReply, RawStreamReply, TextReply
 from conformance.protocol_models import Mode, PermissionMode, ProviderConfig
 from conformance.steps.requests import (
@@ -897,18 +896,24 @@ def talked(world: World) -> None:
 def earlier_answer_exact(world: World) -> None:
     requests = world.provider.requests()[world.cursors.provider_turn :]
     assert requests, "the later turn never reached the model"
-    given: list[str] = []
-    for message in requests[0].messages:
-        if message.get("role") == "assistant":
-            content = message.get("content")
-            parts = [p.get("text", "") for p in content or [] if isinstance(p, dict)]
-            given += (
-                [content] if isinstance(content, str) else ["".join(parts), message_text(message)]
-            )
-    assert SPACED_ANSWER in given, (
-        f"the later turn gave the model its earlier answer as {given!r}, not as it gave it: "
-        f"{SPACED_ANSWER!r}; the conversation holds the model's own words"
+    # The earlier conversation may reach the model in messages of any role and shape
+    # (R1.3); its words must be there as the model gave them.
+    given = "\n".join(_content_text(m) for m in requests[0].messages)
+    escaped = json.dumps(SPACED_ANSWER, ensure_ascii=False)[1:-1]
+    assert SPACED_ANSWER in given or escaped in given, (
+        f"the later turn did not give the model its earlier answer as it gave it, "
+        f"{SPACED_ANSWER!r}: it was given {given[-600:]!r}; the conversation holds the "
+        "model's own words"
     )
+
+
+def _content_text(message: dict[str, Any]) -> str:
+    """A message's text: its string content, or its text parts joined as they are."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    parts = [p.get("text", "") for p in content or [] if isinstance(p, dict)]
+    return "".join(str(part) for part in parts)
 
 
 @then("the answer shown to the user is exactly the model's answer")
