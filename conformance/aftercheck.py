@@ -183,55 +183,54 @@ def _running_turn_problems(notes: list[dict[str, Any]]) -> list[Problem]:
     return []
 
 
-def _exchanges(world: World, method: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """Each ``method`` request the client sent with the result the host answered."""
-    sent: dict[Any, dict[str, Any]] = {}
-    found: list[tuple[dict[str, Any], dict[str, Any]]] = []
-    connection: float | None = None
-    for line, offset in world.transcript():
-        if offset != connection:
-            connection, sent = offset, {}  # a new host process numbers its own requests
-        message = _parsed(line.text, line.truncated)
-        if message is None:
+_Wire = list[tuple[int, str, float, dict[str, Any]]]  # place, direction, connection, message
+
+
+def _wire(world: World) -> _Wire:
+    """Every protocol line of the scenario that is a JSON object, parsed, in order."""
+    found: _Wire = []
+    for place, (line, offset) in enumerate(world.transcript()):
+        if line.truncated or not line.text.startswith("{"):
             continue
-        if line.direction != "host-to-client":
-            if message.get("method") == method:
-                sent[message.get("id")] = message
-        elif message.get("id") in sent and isinstance(message.get("result"), dict):
-            found.append((sent.pop(message.get("id")), message["result"]))
+        try:
+            message = json.loads(line.text)
+        except ValueError:
+            continue
+        if isinstance(message, dict):
+            found.append((place, line.direction, offset, message))
     return found
 
 
-def _parsed(text: str, truncated: bool) -> dict[str, Any] | None:
-    if truncated or not text.startswith("{"):
-        return None
-    try:
-        message = json.loads(text)
-    except ValueError:
-        return None
-    return message if isinstance(message, dict) else None
-
-
-def _configure_order_problems(world: World) -> list[Problem]:
-    """A session/configure's session/updated comes before its response, which reports the
-    same session (Ordering): one sent only after the answer announces the change late."""
-    sent: dict[Any, int] = {}
-    answers: list[tuple[int, int, Any]] = []  # request's place, answer's place, its session
-    updates: list[tuple[int, Any]] = []
+def _exchanges(wire: _Wire, method: str) -> list[tuple[int, int, dict[str, Any], dict[str, Any]]]:
+    """Each ``method`` request the client sent, with the result the host answered: the
+    request's place, the answer's place, the request and the result."""
+    sent: dict[Any, tuple[int, dict[str, Any]]] = {}
+    found: list[tuple[int, int, dict[str, Any], dict[str, Any]]] = []
     connection: float | None = None
-    for place, (line, offset) in enumerate(world.transcript()):
+    for place, direction, offset, message in wire:
         if offset != connection:
             connection, sent = offset, {}  # a new host process numbers its own requests
-        message = _parsed(line.text, line.truncated)
-        if message is None:
-            continue
-        if line.direction != "host-to-client":
-            if message.get("method") == "session/configure":
-                sent[message.get("id")] = place
-        elif message.get("method") == "session/updated":
-            updates.append((place, (message.get("params") or {}).get("session")))
+        if direction != "host-to-client":
+            if message.get("method") == method:
+                sent[message.get("id")] = (place, message)
         elif message.get("id") in sent and isinstance(message.get("result"), dict):
-            answers.append((sent.pop(message.get("id")), place, message["result"].get("session")))
+            asked, request = sent.pop(message.get("id"))
+            found.append((asked, place, request, message["result"]))
+    return found
+
+
+def _configure_order_problems(wire: _Wire) -> list[Problem]:
+    """A session/configure's session/updated comes before its response, which reports the
+    same session (Ordering): one sent only after the answer announces the change late."""
+    updates = [
+        (place, (message.get("params") or {}).get("session"))
+        for place, direction, _, message in wire
+        if direction == "host-to-client" and message.get("method") == "session/updated"
+    ]
+    answers = [
+        (asked, answered, result.get("session"))
+        for asked, answered, _, result in _exchanges(wire, "session/configure")
+    ]
     for asked, answered, session in answers:
         if not isinstance(session, dict):
             continue
@@ -291,7 +290,7 @@ def _execution_turn_problems(notes: list[dict[str, Any]]) -> list[Problem]:
     return []
 
 
-def _cancel_answer_problems(world: World, notes: list[dict[str, Any]]) -> list[Problem]:
+def _cancel_answer_problems(wire: _Wire, notes: list[dict[str, Any]]) -> list[Problem]:
     """session/cancel answers the id of the turn it cancels (R5.1): a turn that session
     started, never another id (an execution's, another session's turn)."""
     owner: dict[Any, Any] = {}
@@ -299,7 +298,7 @@ def _cancel_answer_problems(world: World, notes: list[dict[str, Any]]) -> list[P
         params = note.get("params") or {}
         if note["method"] == "turn/started":
             owner.setdefault(params.get("turnId"), params.get("sessionId"))
-    for asked, answer in _exchanges(world, "session/cancel"):
+    for _, _, asked, answer in _exchanges(wire, "session/cancel"):
         turn = answer.get("turnId")
         session = (asked.get("params") or {}).get("sessionId")
         if turn is not None and owner.get(turn) != session:
@@ -402,9 +401,10 @@ def problems(world: World) -> list[Problem]:
     found.extend(_command_problems(notes))
     found.extend(_turn_owner_problems(notes, world.boundary.turn_owner))
     found.extend(_running_turn_problems(notes))
-    found.extend(_configure_order_problems(world))
+    wire = _wire(world)
+    found.extend(_configure_order_problems(wire))
     found.extend(_execution_turn_problems(notes))
-    found.extend(_cancel_answer_problems(world, notes))
+    found.extend(_cancel_answer_problems(wire, notes))
     found.extend(_tool_call_problems(world))
     stored = _files_with_key(world.data_dir)
     if stored:

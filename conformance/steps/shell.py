@@ -318,10 +318,8 @@ def default_unchanged(world: World) -> None:
     assert found == world.commands.default_before, f"the default shell became {found}"
 
 
-@given(
-    parsers.parse("a session for the project with permission mode auto, using the {label} shell")
-)
-def session_with_shell(world: World, label: str) -> None:
+def _session_using(world: World, alias: str, label: str) -> None:
+    """A session for the project, permission mode auto, with the ``label`` shell its own."""
     shell = _shell(world, label)
     created = granted(
         world.rpc.create_session,
@@ -331,20 +329,19 @@ def session_with_shell(world: World, label: str) -> None:
         provider=mock_provider(world),
     ).session
     assert created.shellId == shell["shellId"], created
-    world.sessions["main"] = plain(created)
+    world.sessions[alias] = plain(created)
+
+
+@given(
+    parsers.parse("a session for the project with permission mode auto, using the {label} shell")
+)
+def session_with_shell(world: World, label: str) -> None:
+    _session_using(world, "main", label)
 
 
 @given(parsers.parse("another session of the project uses the {label} shell"))
 def neighbour_with_shell(world: World, label: str) -> None:
-    shell = _shell(world, label)
-    created = granted(
-        world.rpc.create_session,
-        str(world.workspace),
-        permission_mode="auto",
-        shell_id=shell["shellId"],
-        provider=mock_provider(world),
-    ).session
-    world.sessions["neighbour"] = plain(created)
+    _session_using(world, "neighbour", label)
 
 
 @when("the user clears the session's own choice of shell")
