@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
-from hosts.registry import patch, variant
+from hosts.registry import AllowedCase, patch, variant
 from reference_host import commands, ids, permissions, rpc, server
 from reference_host import host as host_module
 from reference_host.errors import HostError
@@ -455,3 +455,48 @@ def _slow_initialize() -> None:
         return await initialize(self, params)
 
     patch(Host, "initialize", slowly)
+
+
+CASES = [
+    AllowedCase(
+        "lines-in-tiny-writes",
+        "handshake,sessions",
+        why="how a line is cut into writes is the host's; only the line is the contract (P5)",
+    ),
+    AllowedCase(
+        "several-lines-per-write",
+        "handshake,isolation",
+        why="several lines may go out in one write, in order (P5)",
+    ),
+    AllowedCase(
+        "turn-close-after-idle-session",
+        "turn_boundaries,sessions",
+        why="a turn's last notifications have no order with the idle session/updated",
+    ),
+    AllowedCase(
+        "text-one-character-each",
+        "sessions",
+        "answer",
+        why="how the answer is cut into turn/text pieces is the host's (P31)",
+    ),
+    AllowedCase(
+        "long-unicode-ids",
+        "sessions,approval,shell",
+        why="identifiers are opaque, up to 200 characters of any kind",
+    ),
+    AllowedCase(
+        "errors-worded-otherwise",
+        "protocol_errors",
+        why="clients branch on error.data.code, never on the message",
+    ),
+    AllowedCase(
+        "errors-with-extra-details",
+        "protocol_errors,handshake",
+        why="error details are optional and open",
+    ),
+    AllowedCase(
+        "chatty-stderr",
+        "handshake,restart_interruption",
+        why="stderr is the host's for logs",
+    ),
+]
