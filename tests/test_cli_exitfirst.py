@@ -33,7 +33,6 @@ def test_exitfirst_stops_at_the_first_failure_and_reports_the_rest_as_not_reache
     handshake = [s for s in data["scenarios"] if s["area"] == "handshake"]
     failed = [s for s in handshake if s["status"] == "failed"]
     assert len(failed) == 1, finished.output
-    assert any(s["status"] == "passed" for s in handshake), finished.output
     unreached = [s for s in handshake if s["status"] not in {"passed", "failed"}]
     assert unreached, "-x ran every scenario"
     assert {(s["status"], s["reason"]) for s in unreached} == {

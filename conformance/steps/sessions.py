@@ -831,8 +831,9 @@ FRAMED_PROMPT: Final = "\n\n  Please look at the project.\n\tAnd at its tests.  
 # The mock provider streams a short answer in pieces of eight characters: this one has
 # pieces that are only line breaks, only spaces and only tabs.
 SPACED_ANSWER: Final = (
-    "Step one" + "\n" * 8 + " " * 8 + "    done" + "\t" * 8 + " \x1b[1mend\x1b[0m\x07  \r\n"
-)  # blank space and control characters (an escape sequence, a bell) are the answer too
+    "Step one\r\n\r\n" + "\n" * 8 + " " * 8 + "    done" + "\t" * 8 + " \x1b[1mend\x1b[0m\x07  \r\n"
+)  # blank space, CR LF (two in a row, so one falls inside a streamed piece) and control
+# characters (an escape sequence, a bell) are the answer too
 
 
 # prompts the schema accepts that a host might "tidy" (P31 keeps them as typed)

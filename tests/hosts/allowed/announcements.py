@@ -60,8 +60,7 @@ CASES = [
     AllowedCase(
         "announces-every-change-twice",
         "sessions,turn_boundaries,approval,execution",
-        why="every change is announced as the record now is; announcing it twice is not "
-        "forbidden",
+        why="every change is announced as the record now is; announcing it twice is not forbidden",
     ),
     AllowedCase(
         "repeats-the-session-at-every-call",

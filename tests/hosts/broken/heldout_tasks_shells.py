@@ -378,7 +378,7 @@ CASES = [
         "shell",
         "carriage_returns",
         "P20",
-        "carried 'a\\nb\\nc'",
+        "output is streamed as the command wrote it, line ends included",
     ),
     BrokenCase(
         "default-shell-under-camel-key",

@@ -373,7 +373,7 @@ CASES = [
         "sessions",
         "a_later_turn_gives_the_model_its_earlier",
         "R1.3",
-        "the later turn gave the model its earlier answer as",
+        "did not give the model its earlier answer",
     ),
     BrokenCase(
         "task-name-trimmed",

@@ -320,7 +320,7 @@ CASES = [
         "sessions",
         "exactly_as_the_model_gave_it",
         "P31",
-        "the turn/text notifications, joined, read 'Step one    done",
+        "the turn/text notifications, joined, read 'Step onedone",
     ),
     BrokenCase(
         "strips-the-prompt",
