@@ -373,8 +373,9 @@ def first_answer_execution(world: World) -> None:
     approval = _latest_after_restart(world)
     stored = _stored_at_first_answer(world, approval["approvalId"])
     assert stored["execution_state"] == "interrupted", (
-        f"when the restarted host answered its first request, storage still showed the "
-        f"execution {stored['execution_state']}: recovery did not run before the first answer"
+        f"when the restarted host answered its first request, storage showed the execution "
+        f"{stored['execution_state']}, not interrupted: recovery marks the execution the stop "
+        "cut short interrupted before the first answer"
     )
     assert approval["executionState"] == "interrupted", (
         f"the host lists the execution {approval['executionState']}"

@@ -1631,7 +1631,7 @@ CASES = [
         "restart_interruption",
         "still_waiting_in_the_queue_is_interrupted_when_the_host_restarts",
         "R4.10",
-        "storage still showed the execution queued",
+        "storage showed the execution queued, not interrupted",
         label="execution",
     ),
     BrokenCase(
@@ -1647,14 +1647,14 @@ CASES = [
         "restart_interruption",
         "still_waiting_in_the_queue_is_interrupted_when_the_host_restarts",
         "C8",
-        "storage still showed the execution queued",
+        "storage showed the execution queued, not interrupted",
     ),
     BrokenCase(
         "recovery-skips-running",
         "restart_interruption",
         "running_execution_is_interrupted_when_the_host_restarts",
         "C8",
-        "storage still showed the execution running",
+        "storage showed the execution running, not interrupted",
     ),
     BrokenCase(
         "recovery-without-status-code",
