@@ -106,16 +106,28 @@ def _command_problems(notes: list[dict[str, Any]]) -> list[Problem]:
     return found[:1]
 
 
+def _started_turns(notes: list[dict[str, Any]]) -> dict[Any, tuple[int, Any, Any]]:
+    """Each turn a turn/started announced: its place, its session and its execution."""
+    started: dict[Any, tuple[int, Any, Any]] = {}
+    for index, note in enumerate(notes):
+        if note["method"] == "turn/started":
+            params = note.get("params") or {}
+            started.setdefault(
+                params.get("turnId"),
+                (index, params.get("sessionId"), params.get("executionId")),
+            )
+    return started
+
+
 def _turn_owner_problems(notes: list[dict[str, Any]], prompted: dict[str, str]) -> list[Problem]:
     """A turn belongs to the session that was prompted for it (``prompted``, turn id to
     session id), or else to the session its turn/started named: every notification that
     names the turn names that session too, and a session/updated shows it active only in
     that session (R5.9: every notification names the session of the turn it reports)."""
-    owner: dict[Any, Any] = dict(prompted)
-    for note in notes:
-        params = note.get("params", {})
-        if note["method"] == "turn/started":
-            owner.setdefault(params.get("turnId"), params.get("sessionId"))
+    owner: dict[Any, Any] = {
+        turn: session for turn, (_, session, _) in _started_turns(notes).items()
+    }
+    owner.update(prompted)
     for note in notes:
         method, params = note["method"], note.get("params", {})
         if method == "session/updated":
@@ -146,15 +158,11 @@ def _running_turn_problems(notes: list[dict[str, Any]]) -> list[Problem]:
     command later on), every session/updated of its session shows it as the active turn,
     and an execution's turn shows its execution as active too (R7.2: a session's
     activeTurnId names its running turn, activeExecutionId its running execution)."""
-    started: dict[Any, tuple[int, Any, Any]] = {}  # turn -> (index, session, execution)
+    started = _started_turns(notes)
     last_work: dict[Any, int] = {}
     for index, note in enumerate(notes):
-        params = note.get("params", {})
-        if note["method"] == "turn/started":
-            turn = params.get("turnId")
-            started.setdefault(turn, (index, params.get("sessionId"), params.get("executionId")))
-        elif note["method"] in _NEW_WORK:
-            last_work[params.get("turnId")] = index
+        if note["method"] in _NEW_WORK:
+            last_work[(note.get("params") or {}).get("turnId")] = index
     for index, note in enumerate(notes):
         if note["method"] != "session/updated":
             continue
@@ -293,11 +301,7 @@ def _execution_turn_problems(notes: list[dict[str, Any]]) -> list[Problem]:
 def _cancel_answer_problems(wire: _Wire, notes: list[dict[str, Any]]) -> list[Problem]:
     """session/cancel answers the id of the turn it cancels (R5.1): a turn that session
     started, never another id (an execution's, another session's turn)."""
-    owner: dict[Any, Any] = {}
-    for note in notes:
-        params = note.get("params") or {}
-        if note["method"] == "turn/started":
-            owner.setdefault(params.get("turnId"), params.get("sessionId"))
+    owner = {turn: session for turn, (_, session, _) in _started_turns(notes).items()}
     for _, _, asked, answer in _exchanges(wire, "session/cancel"):
         turn = answer.get("turnId")
         session = (asked.get("params") or {}).get("sessionId")

@@ -18,27 +18,40 @@ def patch(owner: object, name: str, value: object) -> None:
     setattr(owner, name, value)
 
 
-def rewrite_notifications(
-    rewrite: Callable[[str, dict[str, Any]], dict[str, Any] | None],
-) -> None:
-    """Pass every notification the host sends through ``rewrite(method, params)``; one it
-    turns into None is not sent."""
+Send = Callable[[str, dict[str, Any]], None]
+
+
+def relay_notifications(relay: Callable[[Send, str, dict[str, Any]], None]) -> None:
+    """Hand every notification the host sends to ``relay(send, method, params)``, which
+    decides what, if anything, ``send`` puts on the wire in its place."""
     from reference_host.host import Host
 
     original = Host.__init__
 
     def init(self: Host, *args: Any, **kwargs: Any) -> None:
         original(self, *args, **kwargs)
-        notify = self.notify
+        send = self.notify
 
-        def rewritten(method: str, params: dict[str, Any]) -> None:
-            changed = rewrite(method, params)
-            if changed is not None:
-                notify(method, changed)
+        def relayed(method: str, params: dict[str, Any]) -> None:
+            relay(send, method, params)
 
-        self.notify = rewritten
+        self.notify = relayed
 
     patch(Host, "__init__", init)
+
+
+def rewrite_notifications(
+    rewrite: Callable[[str, dict[str, Any]], dict[str, Any] | None],
+) -> None:
+    """Pass every notification the host sends through ``rewrite(method, params)``; one it
+    turns into None is not sent."""
+
+    def relay(send: Send, method: str, params: dict[str, Any]) -> None:
+        changed = rewrite(method, params)
+        if changed is not None:
+            send(method, changed)
+
+    relay_notifications(relay)
 
 
 def rewrite_provider_messages(

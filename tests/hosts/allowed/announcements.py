@@ -7,36 +7,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from hosts.registry import AllowedCase, patch, variant
-from reference_host.host import Host
-
-
-def _wrap_notify(relay: Any) -> None:
-    """Route every notification of each host through ``relay(send, method, params)``."""
-    original = Host.__init__
-
-    def init(self: Host, *args: Any, **kwargs: Any) -> None:
-        original(self, *args, **kwargs)
-        send = self.notify
-
-        def relayed(method: str, params: dict[str, Any]) -> None:
-            relay(send, method, params)
-
-        self.notify = relayed
-
-    patch(Host, "__init__", init)
+from hosts.registry import AllowedCase, Send, relay_notifications, variant
 
 
 @variant("announces-every-change-twice")
 def _announces_every_change_twice() -> None:
     # R7.2 asks that every change be announced with the record as it now is; nothing says
     # once. This host sends each session/updated and approval/updated twice in a row.
-    def relay(send: Any, method: str, params: dict[str, Any]) -> None:
+    def relay(send: Send, method: str, params: dict[str, Any]) -> None:
         send(method, params)
         if method in ("session/updated", "approval/updated"):
             send(method, params)
 
-    _wrap_notify(relay)
+    relay_notifications(relay)
 
 
 @variant("repeats-the-session-at-every-call")
@@ -46,14 +29,14 @@ def _repeats_the_session_at_every_call() -> None:
     # tool call the model makes, so announcements arrive in the middle of every turn.
     last: dict[str, dict[str, Any]] = {}
 
-    def relay(send: Any, method: str, params: dict[str, Any]) -> None:
+    def relay(send: Send, method: str, params: dict[str, Any]) -> None:
         send(method, params)
         if method == "session/updated":
             last[params["session"]["sessionId"]] = params
         elif method == "turn/toolCall" and params["sessionId"] in last:
             send("session/updated", last[params["sessionId"]])
 
-    _wrap_notify(relay)
+    relay_notifications(relay)
 
 
 CASES = [

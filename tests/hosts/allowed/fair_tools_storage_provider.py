@@ -362,7 +362,7 @@ def _output_coalesced() -> None:
                 seqs.pop(params["commandId"], None)
             send(method, params)
 
-        self.notify = notify  # type: ignore[method-assign]
+        self.notify = notify
 
     patch(Host, "__init__", init)
 
@@ -401,7 +401,7 @@ def _task_sessions_pin_default_shell() -> None:
     run = Tasks.run
 
     async def run_pinned(self: Tasks, row: dict[str, Any]) -> dict[str, Any]:
-        token = _PINNED_SHELL.set(await self.host.default_shell_id())  # type: ignore[attr-defined]
+        token = _PINNED_SHELL.set(await self.host.default_shell_id())
         try:
             return await run(self, row)
         finally:

@@ -25,7 +25,7 @@ _CANCELLED_TEXT = "error TURN_CANCELLED: the turn was cancelled before it ran"
 
 async def _turn_states(runner: TurnRunner, session_id: str) -> dict[str, str]:
     """turn id -> turns.state of every turn of the session."""
-    conn = runner.host.storage._conn  # type: ignore[attr-defined]
+    conn = runner.host.storage._conn
     async with conn.execute(
         "SELECT id, state FROM turns WHERE session_id = ?", (session_id,)
     ) as cursor:

@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from hosts.registry import BrokenCase, patch, variant
+from hosts.registry import BrokenCase, patch, rewrite_notifications, variant
 from pi_contract import load_json, method_index
 from reference_host import framing, jsontext, rpc, server, turns, validation
 from reference_host import host as host_module
@@ -900,6 +900,23 @@ def _reads_id_from_non_utf8() -> None:
     patch(rpc.Dispatcher, "handle", handle)
 
 
+@variant("tool-calls-name-newest-session")
+def _tool_calls_name_newest_session() -> None:
+    # R5.9: every notification names the session of the turn it reports. This host builds
+    # turn/toolCall from the session it created last instead of the call's own turn, so
+    # with two sessions at once the first session's calls are announced in the second.
+    newest: list[str] = []
+
+    def rewrite(method: str, params: dict[str, Any]) -> dict[str, Any] | None:
+        if method == "session/updated" and params["session"]["sessionId"] not in newest:
+            newest.append(params["session"]["sessionId"])
+        if method == "turn/toolCall" and newest:
+            return {**params, "sessionId": newest[-1]}
+        return params
+
+    rewrite_notifications(rewrite)
+
+
 CASES = [
     BrokenCase(
         "reads-id-from-non-utf8",
@@ -1249,5 +1266,12 @@ CASES = [
         "plans_are_not_listed",
         "R5.9",
         "another session's plans",
+    ),
+    BrokenCase(
+        "tool-calls-name-newest-session",
+        "isolation",
+        "each_hear_only_their_own_output",
+        "R5.9",
+        "a turn of session",
     ),
 ]
