@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -295,6 +296,32 @@ def _execution_turn_problems(notes: list[dict[str, Any]]) -> list[Problem]:
                     "R4.7",
                 )
             ]
+    return _execution_update_turn_problems(notes, turn_of)
+
+
+def _execution_update_turn_problems(
+    notes: list[dict[str, Any]], turn_of: dict[Any, Any]
+) -> list[Problem]:
+    """An execution/updated names the execution's turn in `turnId`: always once the
+    execution is running or completed, and never another turn (R4.7)."""
+    for note in notes:
+        if note["method"] != "execution/updated":
+            continue
+        params = note.get("params") or {}
+        execution, named = params.get("executionId"), params.get("turnId")
+        state = params.get("executionState")
+        turn = turn_of.get(execution)
+        wrong = named is not None and turn is not None and named != turn
+        missing = named is None and state in ("running", "completed")
+        if wrong or missing:
+            return [
+                Problem(
+                    f"execution/updated reports execution {execution} {state} with turnId "
+                    f"{named}; the execution's turn is {turn}",
+                    "an execution's announcements name the turn that runs it",
+                    "R4.7",
+                )
+            ]
     return []
 
 
@@ -314,6 +341,106 @@ def _cancel_answer_problems(wire: _Wire, notes: list[dict[str, Any]]) -> list[Pr
                     "R5.1",
                 )
             ]
+    return []
+
+
+def _clock_problems(wire: _Wire) -> list[Problem]:
+    """Under --conformance the host clock stands still and moves only through set and
+    advance (P32): `clock/set` answers the time it was set to, `clock/advance` the time it
+    stood at plus `ms`, and `clock/get` the time the last of them answered. Each host
+    process has a clock of its own."""
+    sent: dict[Any, dict[str, Any]] = {}
+    connection: float | None = None
+    known: int | None = None
+    for _, direction, offset, message in wire:
+        if offset != connection:
+            connection, sent, known = offset, {}, None
+        if direction != "host-to-client":
+            if str(message.get("method", "")).startswith("conformance/clock/"):
+                sent[message.get("id")] = message
+            continue
+        request = sent.pop(message.get("id"), None)
+        result = message.get("result")
+        if request is None or not isinstance(result, dict):
+            continue
+        now, params = result.get("now"), request.get("params") or {}
+        if not isinstance(now, int):
+            continue  # the schema check reports it
+        method = request["method"]
+        expected: Any = known
+        if method == "conformance/clock/set":
+            expected = params.get("now")
+        elif method == "conformance/clock/advance" and known is not None:
+            expected = known + params["ms"] if isinstance(params.get("ms"), int) else None
+        if isinstance(expected, int) and now != expected:
+            return [
+                Problem(
+                    f"{method} answered now = {now}; the clock stood at {known} and was "
+                    f"to read {expected}",
+                    "the host clock moves only through conformance/clock/set and advance, "
+                    "to exactly the time asked for",
+                    "P32",
+                )
+            ]
+        known = now
+    return []
+
+
+def _tool_call_order_problems(notes: list[dict[str, Any]]) -> list[Problem]:
+    """A tool call is announced before it runs (P9): a question about a call, and a command
+    a Bash call starts, come after that turn's `turn/toolCall` of the tool, while the call
+    has no result yet."""
+    open_calls: dict[Any, dict[Any, str]] = {}  # turn -> call id -> tool, announced, no result
+    for note in notes:
+        params, method = note.get("params") or {}, note["method"]
+        turn = params.get("turnId")
+        calls = open_calls.setdefault(turn, {})
+        if method == "turn/toolCall":
+            calls[params.get("toolCallId")] = str(params.get("tool"))
+        elif method == "turn/toolResult":
+            calls.pop(params.get("toolCallId"), None)
+        elif method in ("permission/requested", "command/started"):
+            tool = params.get("tool") if method == "permission/requested" else "Bash"
+            if tool not in calls.values():
+                what = (
+                    f"command {params.get('commandId')}"
+                    if method == "command/started"
+                    else f"a question about {tool}"
+                )
+                return [
+                    Problem(
+                        f"turn {turn} sent {method} ({what}) before any turn/toolCall of "
+                        f"{tool} awaiting its result",
+                        "each tool call is announced by turn/toolCall before it runs",
+                        "P9",
+                    )
+                ]
+    return []
+
+
+def _approval_order_problems(wire: _Wire) -> list[Problem]:
+    """approval/list lists a session's approvals oldest first (R7.2, the method's published
+    summary): `createdAt` never decreases along the list. Approvals created at one instant
+    may come in either order."""
+    for _, _, asked, result in _exchanges(wire, "approval/list"):
+        approvals = result.get("approvals")
+        if not isinstance(approvals, list):
+            continue
+        created = [a.get("createdAt") for a in approvals if isinstance(a, dict)]
+        times = [c for c in created if isinstance(c, int)]
+        if len(times) != len(created):
+            continue  # the schema check reports it
+        for earlier, later in pairwise(times):
+            if later < earlier:
+                session = (asked.get("params") or {}).get("sessionId")
+                return [
+                    Problem(
+                        f"approval/list of session {session} lists an approval created at "
+                        f"{later} after one created at {earlier}",
+                        "approval/list lists a session's approvals oldest first",
+                        VIEWS_REQUIREMENT,
+                    )
+                ]
     return []
 
 
@@ -381,8 +508,12 @@ def problems(world: World) -> list[Problem]:
         malformed = [r for r in unexpected if r.malformed]
         kind = "malformed" if malformed else "unscripted"
         lines = [
-            f"{'malformed' if r.malformed else 'unscripted'} request to {r.path}: "
-            f"{r.raw_body[:300].decode('utf-8', 'replace')}"
+            (
+                f"malformed request to {r.path} ({r.problem}): "
+                if r.malformed
+                else f"unscripted request to {r.path}: "
+            )
+            + r.raw_body[:300].decode("utf-8", "replace")
             for r in unexpected
         ]
         found.append(
@@ -409,6 +540,9 @@ def problems(world: World) -> list[Problem]:
     found.extend(_configure_order_problems(wire))
     found.extend(_execution_turn_problems(notes))
     found.extend(_cancel_answer_problems(wire, notes))
+    found.extend(_approval_order_problems(wire))
+    found.extend(_clock_problems(wire))
+    found.extend(_tool_call_order_problems(notes))
     found.extend(_tool_call_problems(world))
     stored = _files_with_key(world.data_dir)
     if stored:

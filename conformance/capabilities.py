@@ -51,11 +51,12 @@ def require_fault_point(world: World, fault: str) -> None:
 
 
 def shell_of_kind(world: World, kind: str) -> dict[str, Any]:
-    """The first shell of ``kind`` in the host's catalog; unverified when there is none."""
+    """The host's shell of ``kind`` with the lowest id (the catalog's order is the host's,
+    so every read picks the same one); unverified when there is none."""
     shells: list[dict[str, Any]] = world.rpc.request("shell/list", {})["shells"]
-    for shell in shells:
-        if shell.get("kind") == kind:
-            return shell
+    of_kind = sorted((s for s in shells if s.get("kind") == kind), key=lambda s: str(s["shellId"]))
+    if of_kind:
+        return of_kind[0]
     raise Unverified(
         f"shell:{kind}",
         f"the host's shell catalog has no shell of kind {kind!r}, which this check needs: "

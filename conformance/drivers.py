@@ -29,6 +29,7 @@ ServeFn = Callable[[Sequence[str], BinaryIO, BinaryIO, TextIO], int]
 # The harness plays the model provider, so the host needs no real key; a recognisable
 # dummy lets the harness check that the key is never stored or echoed.
 DUMMY_API_KEY = "pi-conformance-dummy-key-not-a-secret"
+_CONFORMANCE_FLAG = ("--conformance",)
 
 HOST_ENTRY_POINT_GROUP = "pi_conformance.hosts"
 DEFAULT_HOST_CMD = (sys.executable, "-m", "reference_host")
@@ -77,8 +78,10 @@ class RunningHost(Protocol):
         """What the host wrote to stderr so far (the tail, when it was long)."""
         ...
 
-    def stop(self, timeout: float = ...) -> int | None:
-        """Close stdin and wait (up to ``timeout`` s) for a clean exit; return its status."""
+    def stop(self, timeout: float = ..., *, leave_commands: bool = False) -> int | None:
+        """Close stdin and wait (up to ``timeout`` s) for a clean exit; return its status.
+        What its commands started is then ended, or, with ``leave_commands``, only by
+        :meth:`end_leftovers` (to see whether the host ended it itself)."""
         ...
 
     def crash(self, *, leave_commands: bool = False) -> None:
@@ -87,7 +90,7 @@ class RunningHost(Protocol):
         ...
 
     def end_leftovers(self) -> None:
-        """End whatever a crashed host left running (nothing when there is none)."""
+        """End whatever a stopped host left running (nothing when there is none)."""
         ...
 
     @property
@@ -114,8 +117,14 @@ class HostDriver(Protocol):
 
     name: str
 
-    def start(self, data_dir: Path, extra_env: dict[str, str] | None = None) -> RunningHost:
-        """Start a host with ``--data-dir data_dir --conformance``."""
+    def start(
+        self,
+        data_dir: Path,
+        extra_env: dict[str, str] | None = None,
+        conformance: bool = True,
+    ) -> RunningHost:
+        """Start a host with ``--data-dir data_dir --conformance`` (without the flag when
+        ``conformance`` is false: the host as it runs in production)."""
         ...
 
 
@@ -237,12 +246,18 @@ class SubprocessHost:
 
     supports_crash = True
 
-    def __init__(self, command: Sequence[str], data_dir: Path, env: dict[str, str]) -> None:
+    def __init__(
+        self,
+        command: Sequence[str],
+        data_dir: Path,
+        env: dict[str, str],
+        conformance: bool = True,
+    ) -> None:
         self._stderr = _TailBuffer()
         self._started = time.time()
         self._token = uuid.uuid4().hex
         env = {**env, TOKEN_VARIABLE: self._token}
-        argv = [*command, "--data-dir", str(data_dir), "--conformance"]
+        argv = [*command, "--data-dir", str(data_dir), *(_CONFORMANCE_FLAG if conformance else ())]
         try:
             self.process = subprocess.Popen(
                 argv,
@@ -291,7 +306,7 @@ class SubprocessHost:
         except subprocess.TimeoutExpired:
             return None
 
-    def stop(self, timeout: float = STOP_TIMEOUT) -> int | None:
+    def stop(self, timeout: float = STOP_TIMEOUT, *, leave_commands: bool = False) -> int | None:
         with contextlib.suppress(OSError, ValueError):
             self.to_host.close()
         try:
@@ -305,7 +320,8 @@ class SubprocessHost:
                 self.process.wait()
             return None
         finally:
-            self._reap_group()
+            if not leave_commands:
+                self._reap_group()
 
     def crash(self, *, leave_commands: bool = False) -> None:
         self.process.send_signal(signal.SIGKILL)
@@ -342,9 +358,14 @@ class SubprocessDriver:
         """Build from a shell-style command line such as ``"my-host --verbose"``."""
         return cls(tuple(shlex.split(command_line)))
 
-    def start(self, data_dir: Path, extra_env: dict[str, str] | None = None) -> RunningHost:
+    def start(
+        self,
+        data_dir: Path,
+        extra_env: dict[str, str] | None = None,
+        conformance: bool = True,
+    ) -> RunningHost:
         env = {**os.environ, "OPENAI_API_KEY": DUMMY_API_KEY, **(extra_env or {})}
-        return SubprocessHost(self.command, data_dir, env)
+        return SubprocessHost(self.command, data_dir, env, conformance)
 
 
 class InProcessHost:
@@ -352,7 +373,7 @@ class InProcessHost:
 
     supports_crash = False
 
-    def __init__(self, serve: ServeFn, data_dir: Path) -> None:
+    def __init__(self, serve: ServeFn, data_dir: Path, conformance: bool = True) -> None:
         self._stderr = _TailBuffer()
         # Commands the host starts inherit this process's environment; the token lets
         # stop() end any that escaped the host's own cleanup.
@@ -364,7 +385,7 @@ class InProcessHost:
         self._to_host = os.fdopen(self._to_host_fd, "wb", buffering=0)
         self._from_host = cast(BinaryIO, _PipeReader(self._from_host_fd))
         self.returncode: int | None = None
-        argv = ["--data-dir", str(data_dir), "--conformance"]
+        argv = ["--data-dir", str(data_dir), *(_CONFORMANCE_FLAG if conformance else ())]
 
         def run() -> None:
             with os.fdopen(host_in, "rb") as stdin, os.fdopen(host_out, "wb") as stdout:
@@ -397,14 +418,12 @@ class InProcessHost:
         self._thread.join(timeout)
         return None if self._thread.is_alive() else self.returncode
 
-    def stop(self, timeout: float = STOP_TIMEOUT) -> int | None:
+    def stop(self, timeout: float = STOP_TIMEOUT, *, leave_commands: bool = False) -> int | None:
         with contextlib.suppress(OSError):
             self._to_host.close()
         self._thread.join(timeout)
-        for pid in _processes_with_token(self._token, self._started):
-            if pid != os.getpid():
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
+        if not leave_commands:
+            self.end_leftovers()
         if self._thread.is_alive():
             return None
         return self.returncode
@@ -413,7 +432,10 @@ class InProcessHost:
         raise NotImplementedByDriverError("the in-process driver cannot stop a host abruptly")
 
     def end_leftovers(self) -> None:
-        return None  # it never crashes, so it leaves nothing behind
+        for pid in _processes_with_token(self._token, self._started):
+            if pid != os.getpid():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
 
 
 class NotImplementedByDriverError(RuntimeError):
@@ -444,9 +466,14 @@ class InProcessDriver:
             raise TypeError(f"{name!r} does not name a callable serve function")
         return cls(serve)
 
-    def start(self, data_dir: Path, extra_env: dict[str, str] | None = None) -> RunningHost:
+    def start(
+        self,
+        data_dir: Path,
+        extra_env: dict[str, str] | None = None,
+        conformance: bool = True,
+    ) -> RunningHost:
         if extra_env:
             raise NotImplementedByDriverError("the in-process driver cannot set host env vars")
         # The host shares this process's environment; it gets the same dummy key.
         os.environ["OPENAI_API_KEY"] = DUMMY_API_KEY
-        return InProcessHost(self.serve, data_dir)
+        return InProcessHost(self.serve, data_dir, conformance)

@@ -15,8 +15,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import itertools
 import json
+import re
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -25,6 +27,8 @@ from types import TracebackType
 from typing import Any, Final, TypeAlias
 
 from aiohttp import web
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 
 __all__ = [
     "MAX_PIECES",
@@ -141,8 +145,9 @@ class RecordedRequest:
     """One request received by the mock provider.
 
     ``body`` is the parsed JSON body (``{}`` when it was not a JSON object, see
-    ``raw_body``). ``malformed`` marks a request rejected with HTTP 400; ``unscripted``
-    one that found neither a scripted reply nor a fallback and got HTTP 500.
+    ``raw_body``). ``malformed`` marks a request rejected with HTTP 400 (``problem`` says
+    why); ``unscripted`` one that found neither a scripted reply nor a fallback and got
+    HTTP 500.
     """
 
     body: dict[str, Any]
@@ -155,6 +160,7 @@ class RecordedRequest:
     authorization: str | None
     path: str
     raw_body: bytes
+    problem: str | None = None
 
 
 class MockProvider:
@@ -409,7 +415,7 @@ class MockProvider:
                 reply = self._fallback
             unscripted = problem is None and reply is None
             self._records.append(
-                _record(request, raw, body, unscripted=unscripted, malformed=problem is not None)
+                _record(request, raw, body, unscripted=unscripted, problem=problem)
             )
             number = len(self._records)
             self._counter += 1
@@ -544,7 +550,50 @@ def _parse_body(raw: bytes) -> tuple[dict[str, Any], str | None]:
     messages = parsed.get("messages")
     if not isinstance(messages, list) or not messages:
         return parsed, "'messages' is required and must be a non-empty array"
+    tools = parsed.get("tools")
+    if tools is not None:
+        problem = _tools_problem(json.dumps(tools, sort_keys=True))
+        if problem is not None:
+            return parsed, problem
     return parsed, _conversation_problem(messages)
+
+
+_FUNCTION_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+@functools.lru_cache(maxsize=64)
+def _tools_problem(tools_json: str) -> str | None:
+    """Why ``tools`` is not what Chat Completions takes: an array of
+    ``{"type": "function", "function": {...}}`` whose names are 1 to 64 letters, digits,
+    ``_`` or ``-``, and whose ``parameters``, when given, are a JSON Schema. The real API
+    refuses anything else with HTTP 400. (Cached: a host offers the same tools each time.)
+    """
+    tools = json.loads(tools_json)
+    if not isinstance(tools, list):
+        return "'tools' must be an array"
+    for index, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(tool, dict) or tool.get("type") != "function":
+            return f"tools[{index}] is not of type 'function'"
+        if not isinstance(function, dict):
+            return f"tools[{index}].function must be an object"
+        name = function.get("name")
+        if not isinstance(name, str) or not _FUNCTION_NAME.fullmatch(name):
+            return f"tools[{index}].function.name {name!r} is not 1-64 of [A-Za-z0-9_-]"
+        parameters = function.get("parameters")
+        if parameters is None:
+            continue
+        if not isinstance(parameters, dict):
+            return f"tools[{index}] ({name}) parameters must be a JSON Schema object"
+        try:
+            Draft202012Validator.check_schema(parameters)
+        except SchemaError as error:
+            where = "/".join(str(part) for part in error.absolute_path)
+            return (
+                f"tools[{index}] ({name}) parameters are not a valid JSON Schema at "
+                f"/{where}: {error.message}"
+            )
+    return None
 
 
 # The properties Chat Completions defines for a message of each role; the real API refuses
@@ -572,7 +621,24 @@ def _message_problem(index: int, message: dict[str, Any]) -> str | None:
         return (
             f"messages[{index}] ({role}) has properties Chat Completions does not define: {unknown}"
         )
+    calls = message.get("tool_calls") if role == "assistant" else None
+    for number, call in enumerate(calls if isinstance(calls, list) else []):
+        function = call.get("function") if isinstance(call, dict) else None
+        extra = sorted(set(call) - _CALL_PROPERTIES) if isinstance(call, dict) else ["?"]
+        if not isinstance(function, dict) or extra or call.get("type") != "function":
+            return (
+                f"messages[{index}].tool_calls[{number}] is not a Chat Completions tool call "
+                f"(id, type 'function', function): {str(call)[:200]}"
+            )
+        if set(function) - {"name", "arguments"}:
+            return (
+                f"messages[{index}].tool_calls[{number}].function has properties Chat "
+                f"Completions does not define: {sorted(set(function) - {'name', 'arguments'})}"
+            )
     return None
+
+
+_CALL_PROPERTIES: Final = frozenset({"id", "type", "function"})
 
 
 def _conversation_problem(messages: list[Any]) -> str | None:
@@ -616,7 +682,7 @@ def _conversation_problem(messages: list[Any]) -> str | None:
 
 
 def _record(
-    request: web.Request, raw: bytes, body: dict[str, Any], *, unscripted: bool, malformed: bool
+    request: web.Request, raw: bytes, body: dict[str, Any], *, unscripted: bool, problem: str | None
 ) -> RecordedRequest:
     model, messages, tools = body.get("model"), body.get("messages"), body.get("tools")
     tool_names: list[str] = []
@@ -632,10 +698,11 @@ def _record(
         tool_names=tuple(tool_names),
         stream=body.get("stream") is True,
         unscripted=unscripted,
-        malformed=malformed,
+        malformed=problem is not None,
         authorization=request.headers.get("Authorization"),
         path=request.path,
         raw_body=raw,
+        problem=problem,
     )
 
 

@@ -2,7 +2,8 @@
 
 The contract lets a session's workspace root be any absolute path of an existing folder,
 so a host must not depend on a plain name: spaces, non-ASCII letters, shell and URI
-metacharacters all occur in real project paths. Each scenario gets one of the names below,
+metacharacters all occur in real project paths, and a name may be in either Unicode
+normal form (macOS writes decomposed names). Each scenario gets one of the names below,
 chosen from a hash of its id: the same scenario always runs with the same name (a failure
 reproduces), and the suite as a whole runs every host on all of them.
 """
@@ -17,6 +18,7 @@ WORKSPACE_NAMES = (
     "projet été ✓",
     "it's $HOME & `co`",
     "100%25 #1 ?q=a;b",
+    "cafe\u0301 notes",  # decomposed: an e and a combining accent, which NFC would merge
 )
 
 

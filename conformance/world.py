@@ -204,6 +204,7 @@ class ModelScript:
 
     calls: list[ScriptedCall] = field(default_factory=list)
     earlier_conversation: list[str] = field(default_factory=list)  # texts of earlier turns
+    other_conversation: list[str] = field(default_factory=list)  # the other session's
     prompt: str | None = None  # the last prompt typed exactly as a check compares it
     last_batch: list[ScriptedCall] = field(default_factory=list)  # calls of one message
 
@@ -275,6 +276,7 @@ class CommandWatch:
     executable: str | None = None  # the program the shell process really was
     default_before: str | None = None  # the default shell id before the scenario changed it
     chosen_default: dict[str, Any] | None = None  # the shell the user made the default
+    left_pids: list[int] | None = None  # what a command reported it left running
     ran_while_running: bool | None = None  # output seen before the command ended
     open_gates: list[int] = field(default_factory=list)  # pipe descriptors to close
     earlier_audit: list[dict[str, Any]] = field(default_factory=list)  # an earlier command's row
@@ -337,36 +339,38 @@ class World:
     started_at: float = field(default_factory=time.monotonic)
     deadline_s: float = 0.0
     aborted: threading.Event = field(default_factory=threading.Event)
-    crashed_hosts: list[RunningHost] = field(default_factory=list)  # commands left running
+    hosts_with_leftovers: list[RunningHost] = field(default_factory=list)  # their commands run on
 
     # -- host lifecycle -----------------------------------------------------------------
 
-    def start_host(self, create_data_dir: bool = True) -> RunningHost:
+    def start_host(self, create_data_dir: bool = True, conformance: bool = True) -> RunningHost:
         """Start a host on this scenario's data dir (stopping none: call stop first).
 
         The harness creates the data dir first, unless the scenario arranged it itself
         (``create_data_dir=False``, for a data dir that is deliberately not a folder).
+        Without ``conformance`` the host starts as in production: no ``--conformance``.
         """
         assert self.host is None, "a host is already running"
         if create_data_dir:
             self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.host = self.driver.start(self.data_dir)
+        self.host = self.driver.start(self.data_dir, conformance=conformance)
         self.client = HostClient(self.host, self.timeout)
         self.client_offset = time.monotonic() - self.started_at
         return self.host
 
     def stop_host(self, crash: bool = False, leave_commands: bool = False) -> int | None:
         """Stop the host (cleanly, or abruptly with ``crash``) and keep its logs; with
-        ``leave_commands`` a crashed host's commands go on until :meth:`end_leftovers`."""
+        ``leave_commands`` what its commands started goes on until :meth:`end_leftovers`
+        (unless the host ended it itself)."""
         if self.host is None:
             return None
         status: int | None = None
         if crash:
             self.host.crash(leave_commands=leave_commands)
-            if leave_commands:
-                self.crashed_hosts.append(self.host)
         else:
-            status = self.host.stop()
+            status = self.host.stop(leave_commands=leave_commands)
+        if leave_commands:
+            self.hosts_with_leftovers.append(self.host)
         if self.client is not None:
             self.client.close()
             self.retired_violations.extend(self.client.violations)
@@ -424,19 +428,19 @@ class World:
             self.outcome = Outcome(result=answer.model_dump(mode="json", exclude_unset=True))
         return self.outcome
 
-    def restart(self, crash: bool = False) -> dict[str, Any]:
-        """Stop the host (abruptly with ``crash``), start a new one on the same data dir,
-        and open the connection."""
+    def restart(self, crash: bool = False, conformance: bool = True) -> dict[str, Any]:
+        """Stop the host (abruptly with ``crash``), start a new one on the same data dir
+        (without ``--conformance`` unless ``conformance``), and open the connection."""
         self.stop_host(crash=crash)
         self.provider.release_stalls()
-        self.start_host()
+        self.start_host(conformance=conformance)
         self.handshake = self.rpc.initialize()
         return self.handshake
 
     def end_leftovers(self) -> None:
         """End the commands that hosts crashed with ``leave_commands`` left running."""
-        while self.crashed_hosts:
-            self.crashed_hosts.pop().end_leftovers()
+        while self.hosts_with_leftovers:
+            self.hosts_with_leftovers.pop().end_leftovers()
 
     def capabilities(self) -> dict[str, Any]:
         """The capabilities the host announced in its last handshake."""

@@ -11,6 +11,14 @@ Feature: Immutable host-written plan artifacts
 
   Rule: The artifact holds the submitted bytes unchanged (§2)
 
+    @R2.1
+    Scenario: A project reached through a link takes its plan like any other
+      Given a session in Plan mode for the project reached through a link
+      And the model will submit a plan whose markdown has decomposed accents
+      When the user asks for a plan
+      Then the plan artifact holds exactly the submitted markdown
+      And the approval records the artifact's path, SHA-256 and size
+
     @R2.1 @R2.7
     Scenario Outline: Markdown is stored byte for byte (<sample>)
       Given a session for the project in Plan mode
@@ -202,6 +210,16 @@ Feature: Immutable host-written plan artifacts
         | write into the plan folder by a roundabout path    | Write | accept-edits |
         | write into the plan folder through a linked folder | Write | auto         |
 
+    @P12
+    Scenario: The plan folder of a project reached through a link is guarded too
+      Given a session in Plan mode for the project reached through a link
+      And a plan titled "Keep me" was submitted and rejected
+      And the session was switched to Agent mode with permission mode auto
+      And the model will write a new file into the plan folder and then answer
+      When the user sends a prompt
+      Then the Write call was refused with TOOL_DENIED
+      And the plan folder holds only the artifact, unchanged
+
   Rule: A plan whose file changed on disk cannot be approved or opened (project rule P13)
 
     @P13
@@ -222,6 +240,13 @@ Feature: Immutable host-written plan artifacts
         | deleted                                | ARTIFACT_UNREADABLE |
         | replaced by a folder                   | ARTIFACT_UNREADABLE |
         | replaced by a link to a copy of itself | ARTIFACT_UNREADABLE |
+
+    @P13 @R3.11
+    Scenario: A plan whose approval was refused still expires at its deadline
+      Given a plan titled "Checked at approval" is awaiting approval
+      And the plan file is changed on disk after submission
+      And the user tried to approve the plan with permission mode auto
+      Then the plan still expires at its original deadline
 
     @P13
     Scenario: A plan file put back as it was can be approved

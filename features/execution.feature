@@ -173,6 +173,17 @@ Feature: Executing an approved plan
       And the project file "more.txt" contains "written by the model"
 
     @P7
+    Scenario: With ask, each file change of one message asks on its own
+      Given the model will call Write on "notes.txt" and on "more.txt" in one message
+      When the user approves the plan with permission mode ask
+      Then the user is asked for permission before Write
+      When the user denies it
+      Then the user is asked again, about the other Write
+      When the user allows it
+      Then the execution has finished
+      And the Write allowed ran and the Write denied changed nothing
+
+    @P7
     Scenario: With accept-edits, file changes run without asking
       Given the model will call Write on "notes.txt"
       When the user approves the plan with permission mode accept-edits
@@ -194,6 +205,15 @@ Feature: Executing an approved plan
     @P7
     Scenario: With auto, nothing asks
       Given the model will run the command "echo ran > ran.txt"
+      When the user approves the plan with permission mode auto
+      Then the execution has finished
+      And the user was not asked for permission
+      And the Bash call succeeded
+      And the project file "ran.txt" contains "ran"
+
+    @P7
+    Scenario: With auto, a script of several lines runs without asking too
+      Given the model will run a script of several lines that writes ran.txt
       When the user approves the plan with permission mode auto
       Then the execution has finished
       And the user was not asked for permission

@@ -98,6 +98,16 @@ Feature: Sessions are isolated from each other
       When the user cancels the first session's turn
       Then the second session's command still runs
 
+    @R5.9 @C5
+    Scenario: A command that ends leaves another session's command timeout armed
+      Given both sessions run commands without asking
+      And the model will run a command with a one-minute timeout in each session, the first ending when told
+      And the user prompts both sessions
+      And both commands run and the first prints again
+      When the first session's command ends by itself
+      And a minute passes on the host clock
+      Then the second session's command timed out
+
     @R5.9 @P7
     Scenario: Cancelling one session's turn leaves another session's question open
       Given the model will ask to write a file in each session
@@ -105,6 +115,15 @@ Feature: Sessions are isolated from each other
       And both sessions ask for permission
       When the user cancels the first session's turn
       Then the second session's question still takes the user's answer
+
+    @R5.9 @P10
+    Scenario: A new context in one session leaves another session's conversation whole
+      Given another session is open for the same project
+      And the user had a conversation with the agent in the other session
+      And the model will start a new context summarised as "Summary: the cache is slow" and then answer
+      And the user sent a prompt
+      When the user talks to the agent in the other session
+      Then the other session's model still saw its own conversation
 
     @R5.9 @R1.3
     Scenario: Two sessions of one project keep their conversations apart

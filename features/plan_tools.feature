@@ -122,6 +122,27 @@ Feature: What the agent may do while planning
         | a hidden folder's files       | **/*.yml  | ".github/ci.yml"                    | "src/cache.py"                    |
 
     @P10
+    Scenario: Files are named from the project also when it was given with a trailing slash
+      Given the project holds a small code base
+      And a session in Plan mode for the project given with a trailing slash
+      And the model will look for files matching "src/*.py" and then answer
+      When the user sends a prompt
+      Then the model was given "src/cache.py" and "src/store.py" but not "README.md" after its Glob call
+
+    @P10
+    Scenario Outline: Searching only the files a pattern names (<case>)
+      Given the project holds a small code base
+      And a session for the project in Plan mode
+      And the model will search the project for "<pattern>" in files matching "<glob>" and then answer
+      When the user sends a prompt
+      Then the model was given <found> but not <left out> after its Grep call
+
+      Examples:
+        | case                    | pattern | glob     | found          | left out                            |
+        | the top level's files   | e       | *.md     | "README.md"    | "docs/guide.md"                     |
+        | one folder's files      | evict   | src/*.py | "src/cache.py" | "src/sub/deep.py" and ".github/ci.yml" |
+
+    @P10
     Scenario Outline: Searching the project matches line by line (<case>)
       Given the project holds a small code base
       And a session for the project in Plan mode
@@ -194,6 +215,17 @@ Feature: What the agent may do while planning
       And the user had a conversation with the agent
       And the model will start a new context summarised as "Summary: the cache is slow" and then answer
       And the user sent a prompt
+      And the model will answer "Understood."
+      When the user sends another prompt
+      Then the model again saw the summary and none of the conversation before it
+
+    @P10
+    Scenario: After a restart later turns still carry the summary instead of the conversation
+      Given a session for the project in Plan mode
+      And the user had a conversation with the agent
+      And the model will start a new context summarised as "Summary: the cache is slow" and then answer
+      And the user sent a prompt
+      And the host restarted
       And the model will answer "Understood."
       When the user sends another prompt
       Then the model again saw the summary and none of the conversation before it
@@ -303,6 +335,7 @@ Feature: What the agent may do while planning
         | a search with an option nobody defined  | Grep           | {"pattern": "original", "ignore_case": true}                                            |
         | a preview with an option nobody defined | BrowserPreview | {"url": "http://127.0.0.1:9/", "method": "POST"}                                        |
         | a write without content                 | Write          | {"path": "made.txt"}                                                                    |
+        | a write of half a surrogate pair        | Write          | {"path": "made.txt", "content": "odd \ud800 text"}                                      |
         | an edit whose flag is text              | Edit           | {"path": "notes.txt", "old_string": "original", "new_string": "new", "replace_all": "y"} |
         | entering Plan with a reason             | EnterPlanMode  | {"reason": "to think first"}                                                            |
         | a context reset that keeps something    | new_context    | {"summary": "Start over", "keep": ["notes.txt"]}                                        |

@@ -69,6 +69,13 @@ Feature: Malformed input
   Rule: A frame above the announced limit is refused without harm (project rule)
 
     @P2
+    Scenario: A request twice as long as the frame limit is refused once
+      When the client sends a request twice as long as the host's frame limit, padded with characters of several bytes
+      Then the host answers it with FRAME_TOO_LARGE
+      And the host answered that line once and nothing else
+      And the session list contains the session
+
+    @P2
     Scenario Outline: A request one byte over the frame limit is refused (<padding>)
       When the client sends a request one byte longer than the host's frame limit, padded with <padding>
       Then the host answers it with FRAME_TOO_LARGE
@@ -104,6 +111,20 @@ Feature: Malformed input
         | a method that was never published       |
         | a published method spelt in other case  |
         | a method without its group              |
+
+    @P3
+    Scenario Outline: Outside conformance mode the conformance controls do not exist (<control>)
+      Given the host runs as in production, without conformance mode
+      When the client uses the conformance control <control>
+      Then the request is refused with METHOD_NOT_FOUND
+      And the host keeps serving requests
+
+      Examples:
+        | control               |
+        | that reads the clock  |
+        | that sets the clock   |
+        | that moves the clock  |
+        | that arms a fault     |
 
   Rule: Params must match the published schema and a refusal changes nothing (project rule)
 
@@ -214,6 +235,12 @@ Feature: Malformed input
         | a value that is not a number            |
         | an infinite value                       |
         | a number beyond the range of a double   |
+
+    @P4
+    Scenario: A whole number written with a decimal point is taken as that number or refused
+      When the client moves the host clock by a minute written with a decimal point
+      Then the host moved its clock by a minute or refused the request as invalid
+      And the host keeps serving requests
 
   Rule: There is no way to send a plan back for changes (§1)
 

@@ -142,6 +142,13 @@ Feature: A restart interrupts, and never replays
       When the host restarts
       Then the interrupted approval can be neither approved nor rejected
 
+    @R4.10 @R4.12
+    Scenario: A plan interrupted by a restart stays interrupted when its deadline passes
+      Given a plan titled "Waiting" is awaiting approval
+      And the host restarted
+      When 31 minutes pass
+      Then the approval is still interrupted with TURN_INTERRUPTED
+
     @R4.12 @C3
     Scenario: A message whose calls a restart cut short leaves a conversation the model accepts
       Given the project has a file "notes.txt" containing "original"

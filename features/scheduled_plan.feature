@@ -45,6 +45,14 @@ Feature: Scheduled tasks never plan unattended
         | is run now |
         | comes due  |
 
+    @P29
+    Scenario: A run works in the project exactly as its task names it
+      Given a scheduled task in Agent mode for the project given with a trailing slash
+      And the model will answer "The changelog is tidy." for the task
+      When the task is run now
+      Then the run completes unattended
+      And the run's session names the project exactly as the task does
+
     @R6.3
     Scenario: A task changed to Agent runs unattended
       Given a scheduled task in Plan mode for the project
@@ -121,6 +129,18 @@ Feature: Scheduled tasks never plan unattended
       When the user creates a task with every field given
       Then the host reports the task as it was created
       And the task is listed and stored as it was created
+
+    @P29 @R2.8
+    Scenario Outline: A task for a project that is not a folder is refused (<root>)
+      When the user tries to create a task for <root>
+      Then the request is refused with WORKSPACE_INVALID
+      And no task was created
+
+      Examples:
+        | root                         |
+        | a relative path              |
+        | a folder that does not exist |
+        | a file                       |
 
     @P29
     Scenario: A new task without a project is reported as it was created
@@ -229,6 +249,16 @@ Feature: Scheduled tasks never plan unattended
       When the host clock moves on a minute
       Then the task due weeks ahead did not run
 
+    @P29 @P32
+    Scenario: A task does not run a millisecond before its time
+      Given a scheduled task in Agent mode for the project
+      And the model will answer "Changelog tidied." for the task
+      And the task is due at a time that is not a whole second
+      When the host clock reaches a millisecond before the task's time
+      Then the task has not run yet
+      When the host clock reaches the task's time
+      Then the task ran at its time, not before
+
     @P29
     Scenario: A task keeps its time across a restart
       Given a scheduled task in Agent mode for the project
@@ -320,3 +350,12 @@ Feature: Scheduled tasks never plan unattended
       Examples:
         | stops                    |
         | crashes and starts again |
+
+  Rule: Outside conformance mode the host keeps time by the system clock (project rule P33)
+
+    @P33
+    Scenario: Outside conformance mode a task runs on its own when its time comes
+      Given the host runs as in production, without conformance mode
+      And the model will answer "Changelog tidied." for the task
+      And a scheduled task in Agent mode for the project, due in a moment by the system clock
+      Then the task ran on its own when the system clock reached its time

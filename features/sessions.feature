@@ -137,10 +137,15 @@ Feature: Sessions and their configuration
       Then the session has no project
 
     @R2.8
-    Scenario: A relative workspace path is refused
-      When the user tries to create a session for a relative workspace path
+    Scenario Outline: A relative workspace path is refused (<path>)
+      When the user tries to create a session for the relative workspace path <path>
       Then the request is refused with WORKSPACE_INVALID
       And no session was created
+
+      Examples:
+        | path                             |
+        | of a folder that does not exist  |
+        | of the host's own working folder |
 
     @R2.8
     Scenario: A workspace that does not exist is refused
@@ -232,6 +237,55 @@ Feature: Sessions and their configuration
       And the model will say "Let me read the notes first." while reading "notes.txt", then answer
       When the user sends a prompt
       Then the model was given its own words "Let me read the notes first." again with its Read call
+
+    @P31
+    Scenario: What the model says beside its tool calls is shown to the user
+      Given the project has a file "notes.txt" containing "original"
+      And a session for the project with permission mode auto
+      And the model will say "Let me read the notes first." while reading "notes.txt", then answer
+      When the user sends a prompt
+      Then the user was shown the words "Let me read the notes first." as the model said them
+
+    @R1.3 @P32
+    Scenario: Every entry of the conversation carries the host clock's time
+      Given a session for the project
+      And the host clock was moved two hours ahead
+      And the user had a conversation with the agent
+      Then every entry of the session's transcript reads the host clock
+
+    @R1.3
+    Scenario: After a restart the model is still shown the conversation
+      Given a session for the project
+      And the user had a conversation with the agent
+      And the host restarted
+      And the model will answer "I had a look."
+      When the user sends a prompt
+      Then the model saw the earlier conversation
+
+    @R1.3 @P25
+    Scenario: A turn that failed stays in the conversation
+      Given a session for the project
+      And the model provider will refuse the next request
+      And the user tried to talk to the agent
+      And the model will answer "I had a look."
+      When the user sends another prompt
+      Then the model saw the earlier conversation
+
+    @R1.3
+    Scenario: A long conversation reaches the model whole
+      Given a session for the project
+      And the user had 20 exchanges with the agent
+      And the model will answer "I had a look."
+      When the user sends a prompt
+      Then the model saw the earlier conversation
+
+    @R1.3
+    Scenario: A conversation keeps its order when the clock was set back between two turns
+      Given a session for the project
+      And the user had a conversation with the agent
+      And the host clock was set back an hour
+      And the user had another conversation with the agent
+      Then the session's transcript lists its entries in the order they were made
 
   Rule: The user's words and the model's answer pass through unchanged (project rule P31)
 

@@ -25,6 +25,14 @@ Feature: Shells and streamed commands
       And a command now runs in the chosen default shell
 
     @R7.6
+    Scenario: The latest of two choices of the default survives a restart
+      Given the user made the POSIX shell the default shell
+      And the user made the bash shell the default shell
+      When the host restarts
+      Then the chosen default shell is still the default
+      And a command now runs in the chosen default shell
+
+    @R7.6
     Scenario: An unknown default shell is refused
       When the user tries to make "no-such-shell" the default shell
       Then the request is refused with SHELL_NOT_FOUND
@@ -67,6 +75,15 @@ Feature: Shells and streamed commands
       And a session for the project with permission mode auto
       When the model runs a command that reveals its shell
       Then the command ran in the POSIX shell
+
+    @R7.3 @R7.6
+    Scenario: A session without a shell of its own follows a change of the default
+      Given the user made the POSIX shell the default shell
+      And a session for the project with permission mode auto
+      And the session already ran a command that revealed its shell
+      When the user makes the bash shell the default shell
+      And the model runs a command that reveals its shell
+      Then the command ran in the bash shell
 
   Rule: The shell cannot change while a turn runs (§5)
 
@@ -142,10 +159,15 @@ Feature: Shells and streamed commands
         | 255    |
 
     @P20
-    Scenario: Output past the announced cap is cut there
+    Scenario Outline: Output past the announced cap is cut there (<size>)
       Given a session for the project with permission mode auto
-      When the model runs a command whose output is one byte over the host's output cap
+      When the model runs a command whose output is <size> the host's output cap
       Then the output was cut at the cap and marked truncated
+
+      Examples:
+        | size                  |
+        | one byte over         |
+        | eight kibibytes over  |
 
     @P20
     Scenario: Output of characters of several bytes is cut at the cap in bytes
@@ -201,6 +223,19 @@ Feature: Shells and streamed commands
         | behind a double fork      |
         | ignoring requests to stop |
 
+    @P19
+    Scenario Outline: A process left <behind> ends when the host stops
+      Given a session for the project with permission mode auto
+      When the model runs a command that leaves a process <behind> and waits
+      And the host stops while the command runs
+      Then no process the command started outlives the host
+
+      Examples:
+        | behind                  |
+        | in the background       |
+        | in a session of its own |
+        | behind a double fork    |
+
     @P19 @C5
     Scenario Outline: A process left <behind> ends when the turn is cancelled
       Given a session for the project with permission mode auto
@@ -219,10 +254,10 @@ Feature: Shells and streamed commands
     @C5
     Scenario: A command's timeout counts from the command's own start
       Given a session for the project with permission mode ask
-      When the model runs a command with a timeout of 3000 ms, after the user took 10 seconds to allow it
-      And 2 seconds pass on the host clock
+      When the model runs a command with a timeout of 90500 ms, after the user took 10 seconds to allow it
+      And 90499 milliseconds pass on the host clock
       Then the command is still running
-      When 2 seconds pass on the host clock
+      When one more millisecond passes on the host clock
       Then the command timed out with a COMMAND_TIMED_OUT error
 
   Rule: Every command is audited (Consequences)

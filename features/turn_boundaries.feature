@@ -169,6 +169,17 @@ Feature: One active turn, configuration only while idle
       And the session is idle
       And the session takes a new prompt
 
+    @R5.1 @R5.9
+    Scenario: A turn is cancelled while another session's plan awaits approval
+      Given a session for the project
+      And another session has a plan awaiting approval
+      And the model takes its time to answer
+      And the user started a turn
+      When the user cancels the turn
+      Then the turn ended as cancelled
+      And the session is idle
+      And the other session's plan still awaits approval
+
     @R1.3
     Scenario: A cancelled turn's prompt stays in the conversation
       Given a session for the project

@@ -120,6 +120,38 @@ MODULES: dict[str, ModuleSpec] = {
         ),
         ModuleSpec("tasks", "reference_host/tasks.py", ("scheduled_plan", "sessions")),
         ModuleSpec("shells", "reference_host/shells.py", ("sessions", "shell", "handshake")),
+        # The modules below carry the wire, the provider and the tools rather than an ADR
+        # clause of their own; every area reaches them.
+        ModuleSpec("host", "reference_host/host.py", EVERY_AREA),
+        ModuleSpec("provider_client", "reference_host/provider_client.py", _TURNS),
+        ModuleSpec("files", "reference_host/tools/files.py", _TURNS),
+        ModuleSpec("browser", "reference_host/tools/browser.py", ("plan_tools", "sessions")),
+        ModuleSpec("rpc", "reference_host/rpc.py", EVERY_AREA),
+        ModuleSpec("framing", "reference_host/framing.py", ("handshake", "protocol_errors")),
+        ModuleSpec("jsontext", "reference_host/jsontext.py", EVERY_AREA),
+        ModuleSpec("validation", "reference_host/validation.py", EVERY_AREA),
+        ModuleSpec(
+            "clock",
+            "reference_host/clock.py",
+            (
+                "approval",
+                "deadline",
+                "execution",
+                "restart_interruption",
+                "scheduled_plan",
+                "shell",
+            ),
+        ),
+        ModuleSpec(
+            "reaper", "reference_host/reaper.py", ("execution", "restart_interruption", "shell")
+        ),
+        ModuleSpec(
+            "datadir",
+            "reference_host/datadir.py",
+            ("handshake", "migration", "restart_interruption"),
+        ),
+        ModuleSpec("workspace", "reference_host/workspace.py", (*_TURNS, "artifact_integrity")),
+        ModuleSpec("budget", "reference_host/tools/budget.py", _TURNS),
     )
 }
 

@@ -100,6 +100,55 @@ def commands_in_both(world: World) -> None:
     )
 
 
+@given(
+    "the model will run a command with a one-minute timeout in each session, "
+    "the first ending when told"
+)
+def timed_commands_in_both(world: World) -> None:
+    first = (
+        'echo "first-started $(pwd -P)"; while [ ! -f go ]; do sleep 0.05; done; '
+        "echo first-late; while [ ! -f end ]; do sleep 0.05; done"
+    )
+    second = (
+        'echo "second-started $(pwd -P)"; while [ ! -f go ]; do sleep 0.05; done; '
+        "echo second-late; sleep 3600"
+    )
+    world.provider.enqueue(
+        ToolCallsReply((ScriptedToolCall("Bash", {"command": first, "timeout_ms": 60_000}),)),
+        ToolCallsReply((ScriptedToolCall("Bash", {"command": second, "timeout_ms": 60_000}),)),
+        TextReply("One command is done."),
+        TextReply("The other command is done."),
+    )
+
+
+@when("the first session's command ends by itself")
+def first_command_ends(world: World) -> None:
+    (_project_of(world, "main") / "end").write_text("end\n", encoding="utf-8")
+    command = world.boundary.command_of["main"]
+    world.wait_for("command/exited", lambda p: p["commandId"] == command)
+
+
+@when("a minute passes on the host clock")
+def a_minute_passes(world: World) -> None:
+    granted(world.rpc.clock_advance, 60_000)
+
+
+@then("the second session's command timed out")
+@verifies("R5.9", "C5")
+def second_timed_out(world: World) -> None:
+    command = world.boundary.command_of[OTHER]
+    try:
+        exited = world.wait_for("command/exited", lambda p: p["commandId"] == command)
+    except TimeoutError:
+        raise AssertionError(
+            "the second session's command did not time out when the host clock passed its "
+            "timeout, after the first session's command had ended: the end of one command "
+            "disarmed another's timeout"
+        ) from None
+    assert exited["timedOut"] is True, f"the second session's command ended as {exited}"
+    wait_turn_end(world, world.boundary.turn_of[OTHER])
+
+
 def _project_of(world: World, alias: str) -> Path:
     return world.workspace if alias == "main" else need(world.arranged.other_project, "other")
 
@@ -198,6 +247,30 @@ def second_question_open(world: World) -> None:
     assert (other / "second.txt").is_file(), (
         f"the second session's allowed Write did not run (its turn ended {ended['outcome']})"
     )
+
+
+@given("the user had a conversation with the agent in the other session")
+def conversation_in_other(world: World) -> None:
+    question, answer = "Other question: which port?", "Other answer: port 8080."
+    world.provider.enqueue(TextReply(answer))
+    mark = world.mark()
+    ended = wait_turn_end(world, prompt(world, question, OTHER), mark)
+    assert ended["outcome"] == "completed", f"the other session's turn ended {ended}"
+    world.script.other_conversation += [question, answer]
+
+
+@then("the other session's model still saw its own conversation")
+@verifies("R5.9", "R1.3")
+def other_kept_its_conversation(world: World) -> None:
+    requests = world.provider.requests()[world.cursors.provider_turn :]
+    assert requests, "the other session's turn made no request to the model"
+    text = request_text(requests[0])
+    for earlier in world.script.other_conversation:
+        assert earlier in text, (
+            f"the other session's model was no longer given {earlier!r} from its own "
+            "conversation after a new context in another session: a context reset is the "
+            "session's own"
+        )
 
 
 @when("the user talks to the agent in the other session")
@@ -311,6 +384,10 @@ def _ended_as(world: World, turn_id: str, outcome: str) -> None:
 @then("the turn ended as cancelled")
 @given("the turn ended as cancelled")
 def turn_cancelled(world: World) -> None:
+    refused = world.outcome.error
+    assert refused is None or refused.method != "session/cancel", (
+        f"the cancel of a running turn was refused: {refused}"
+    )
     _ended_as(world, need(world.active_turn, "started turn"), "cancelled")
 
 

@@ -16,7 +16,7 @@ from pytest_bdd import given, parsers, then, when
 
 from conformance.blame import blame, verifies
 from conformance.failures import clip
-from conformance.steps.requests import granted, plain
+from conformance.steps.requests import granted, listing, plain
 from conformance.world import Outcome, World, need
 from pi_contract import PROTOCOL_VERSION, error_catalog
 
@@ -482,6 +482,29 @@ def send_oversized(world: World, filler: str) -> None:
 
 @when(
     parsers.parse(
+        "the client sends a request twice as long as the host's frame limit, padded with {filler}"
+    )
+)
+def send_far_oversized(world: World, filler: str) -> None:
+    line, request_id = _padded_request(7303, 2 * _frame_limit(world), filler)
+    send_lines(world, line + b"\n", request_id)
+
+
+@then("the host answered that line once and nothing else")
+@verifies("P2")
+def answered_once(world: World) -> None:
+    raw_answers(world, 1)
+    granted(world.rpc.list_sessions)  # settles: later lines were read after these
+    answers = list(world.rpc.unmatched[world.wire.unmatched_mark :])
+    assert len(answers) == 1, (
+        f"the host answered one oversized line {len(answers)} times: "
+        f"{clip(repr(answers[1:]), 600)}; the rest of a line past the limit is not a line of "
+        "its own"
+    )
+
+
+@when(
+    parsers.parse(
         "the client sends a request exactly as long as the host's frame limit, padded with {filler}"
     )
 )
@@ -510,6 +533,25 @@ _UNPUBLISHED: Final = {
     "a published method spelt in other case": "Session/List",
     "a method without its group": "list",
 }
+
+
+_CONFORMANCE_CONTROLS: Final[dict[str, tuple[str, dict[str, Any]]]] = {
+    "that reads the clock": ("conformance/clock/get", {}),
+    "that sets the clock": ("conformance/clock/set", {"now": 1_900_000_000_000}),
+    "that moves the clock": ("conformance/clock/advance", {"ms": 60_000}),
+    "that arms a fault": ("conformance/fault/arm", {"fault": "artifactWrite"}),
+}
+
+
+@given("the host runs as in production, without conformance mode")
+def production_host(world: World) -> None:
+    world.restart(conformance=False)
+
+
+@when(parsers.parse("the client uses the conformance control {control}"))
+def use_conformance_control(world: World, control: str) -> None:
+    assert control in _CONFORMANCE_CONTROLS, f"no conformance control {control!r}"
+    unchecked(world, *_CONFORMANCE_CONTROLS[control])
 
 
 @when(parsers.parse("the client calls {method}"))
@@ -542,8 +584,8 @@ def held(world: World) -> dict[str, Any]:
     in storage."""
     rpc = world.rpc
     state: dict[str, Any] = {
-        "sessions": [plain(s) for s in granted(rpc.list_sessions).sessions],
-        "tasks": [plain(t) for t in granted(rpc.list_tasks).tasks],
+        "sessions": listing(plain(granted(rpc.list_sessions)))["sessions"],
+        "tasks": listing(plain(granted(rpc.list_tasks)))["tasks"],
         "clock": granted(rpc.clock_get).now,
         "provider requests": len(world.provider.requests()),
     }
@@ -717,6 +759,7 @@ _NUMBERS: Final = {
     "a value that is not a number": b"NaN",
     "an infinite value": b"Infinity",
     "a number beyond the range of a double": b"1e400",
+    "a minute written with a decimal point": b"60000.0",
 }
 
 
@@ -742,6 +785,24 @@ def refused_unreadable(world: World) -> None:
         f"expected PARSE_ERROR or INVALID_PARAMS, the host answered {answer['error']}"
     )
     assert answer.get("id") in (None, *world.wire.sent), answer
+
+
+@then("the host moved its clock by a minute or refused the request as invalid")
+@verifies("P4")
+def whole_number_taken_or_refused(world: World) -> None:
+    answer = raw_answers(world)[0]
+    before = need(world.wire.held_before, "state before the request")["clock"]
+    if "error" in answer:
+        code = (answer["error"].get("data") or {}).get("code")
+        assert code == "INVALID_PARAMS", (
+            f"60000.0 is a whole number: take it or refuse it with INVALID_PARAMS, not {code}"
+        )
+        now = granted(world.rpc.clock_get).now
+        assert now == before, f"a refused clock move moved the clock from {before} to {now}"
+        return
+    assert answer["result"].get("now") == before + 60_000, (
+        f"the clock stood at {before}; moving it by 60000.0 ms answered {answer['result']}"
+    )
 
 
 @then("nothing the host holds has changed")

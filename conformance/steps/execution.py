@@ -544,6 +544,49 @@ def asked_again(world: World, path: str) -> None:
     world.plan.permission_request = request
 
 
+@then("the user is asked again, about the other Write")
+@verifies("P7")
+def asked_about_the_other(world: World) -> None:
+    first = need(world.plan.permission_request, "permission question")
+    live = max(0, _since(world) - len(world.retired_notifications))
+    _, message = world.rpc.wait_for_any(
+        ("permission/requested", "turn/ended"),
+        lambda p: "requestId" not in p or p["requestId"] != first["requestId"],
+        since=live,
+    )
+    assert message["method"] == "permission/requested", (
+        "the turn ended after one question about two Write calls of one message: each call "
+        "that needs permission asks on its own"
+    )
+    world.plan.permission_request = message["params"]
+
+
+@then("the Write allowed ran and the Write denied changed nothing")
+@verifies("P7")
+def allowed_ran_denied_did_not(world: World) -> None:
+    writes = [
+        (c.call_id, str(c.arguments["path"]))
+        for c in world.script.calls
+        if c.tool == "Write" and isinstance(c.arguments, dict)
+    ]
+    results = {
+        n["params"]["toolCallId"]: n["params"]
+        for n in world.notifications("turn/toolResult", _since(world))
+    }
+    outcomes: dict[str, str] = {}
+    for call_id, path in writes[-2:]:
+        outcomes[path] = need(results.get(call_id), f"result of the Write on {path}")["status"]
+    assert sorted(outcomes.values()) == ["denied", "ok"], (
+        f"one Write was allowed and one denied, but they ended {outcomes}"
+    )
+    for path, status in outcomes.items():
+        written = (world.workspace / path).exists()
+        assert written == (status == "ok"), (
+            f"the Write on {path} reported {status}, but the file "
+            f"{'exists' if written else 'does not exist'}"
+        )
+
+
 @then("the open question still takes the user's answer, denying the call")
 @verifies("P7")
 def open_question_answered(world: World) -> None:

@@ -187,6 +187,16 @@ def model_writes_twice(world: World, first: str, second: str) -> None:
     script_calls(world, tool_call(world, "Write", _default_arguments("Write", second)))
 
 
+@given(parsers.parse('the model will call Write on "{first}" and on "{second}" in one message'))
+def model_writes_twice_at_once(world: World, first: str, second: str) -> None:
+    """Two Write calls in one assistant message, then the closing answer."""
+    script_calls(
+        world,
+        tool_call(world, "Write", _default_arguments("Write", first)),
+        tool_call(world, "Write", _default_arguments("Write", second)),
+    )
+
+
 @given(parsers.re(r"the model will try to (?P<tool>write|edit) the plan artifact"))
 def model_tampers(world: World, tool: str) -> None:
     session = world.sessions["main"]["sessionId"]
@@ -231,6 +241,12 @@ def model_runs_command(world: World, command: str) -> None:
     script_calls(world, tool_call(world, "Bash", {"command": command}))
 
 
+@given("the model will run a script of several lines that writes ran.txt")
+def model_runs_script(world: World) -> None:
+    script = "set -e\necho ran > ran.txt\n\nif [ -f ran.txt ]; then\n  echo done\nfi\n"
+    script_calls(world, tool_call(world, "Bash", {"command": script}))
+
+
 @given(parsers.parse('the model will answer "{text}"'))
 def model_answers(world: World, text: str) -> None:
     world.provider.enqueue(TextReply(text))
@@ -252,6 +268,16 @@ def model_globs(world: World, pattern: str) -> None:
 @given(parsers.parse('the model will search the project for "{pattern}" and then answer'))
 def model_greps(world: World, pattern: str) -> None:
     script_calls(world, tool_call(world, "Grep", {"pattern": pattern}))
+
+
+@given(
+    parsers.parse(
+        'the model will search the project for "{pattern}" in files matching "{glob}" '
+        "and then answer"
+    )
+)
+def model_greps_some_files(world: World, pattern: str, glob: str) -> None:
+    script_calls(world, tool_call(world, "Grep", {"pattern": pattern, "glob": glob}))
 
 
 @given("the model will preview the local page and then answer")

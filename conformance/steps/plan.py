@@ -260,6 +260,12 @@ def earlier_conversation(world: World) -> None:
     )
 
 
+@given(parsers.parse("the user had {count:d} exchanges with the agent"))
+def many_exchanges(world: World, count: int) -> None:
+    for number in range(1, count + 1):
+        _converse(world, f"Question {number} of {count}?", f"Answer {number} of {count}.")
+
+
 @given("the user had another conversation with the agent")
 def another_conversation(world: World) -> None:
     _converse(
@@ -777,6 +783,7 @@ def artifact_count(world: World, count: int) -> None:
 
 
 @then("the model saw the earlier conversation")
+@verifies("R1.3")
 def model_saw_history(world: World) -> None:
     last = world.provider.requests()[-1]
     texts = "\n".join(message_text(m) for m in last.messages)

@@ -80,3 +80,26 @@ def permission_mode(name: str) -> PermissionMode:
     if name not in PERMISSION_MODES:
         raise HarnessError(f"{name!r} is not a permission mode of protocol v9")
     return cast("PermissionMode", name)
+
+
+LIST_IDS: Final = {
+    "sessions": "sessionId",
+    "tasks": "taskId",
+    "shells": "shellId",
+    "approvals": "approvalId",
+}
+
+
+def listing(answer: dict[str, Any]) -> dict[str, Any]:
+    """A list answer with its items in id order, for comparing two reads of it.
+
+    The contract publishes no order for `session/list`, `task/list` and `shell/list`, and
+    lets approvals created at one instant tie; two reads of the same state may list their
+    items in different orders.
+    """
+    ordered = dict(answer)
+    for key, id_key in LIST_IDS.items():
+        items = answer.get(key)
+        if isinstance(items, list):
+            ordered[key] = sorted(items, key=lambda item: str(item.get(id_key)))
+    return ordered

@@ -202,6 +202,15 @@ def other_session_pending(world: World) -> None:
     assert listed and listed[-1]["status"] == "pending", listed
 
 
+@then("the other session's plan still awaits approval")
+@verifies("R5.9")
+def other_still_pending(world: World) -> None:
+    listed = approvals_of(world, "other")
+    assert listed and listed[-1]["status"] == "pending", (
+        f"the other session's plan no longer waits: {listed[-1] if listed else 'not listed'}"
+    )
+
+
 # -- the restart ----------------------------------------------------------------------------
 
 
@@ -274,6 +283,12 @@ def _stored_at_first_answer(world: World, approval_id: str) -> dict[str, Any]:
 def _latest_after_restart(world: World) -> dict[str, Any]:
     approvals = world.restart_seen.approvals
     assert approvals, "after the restart the host lists no approval for the session"
+    # oldest first, but approvals created at one host-clock instant may come in any order
+    known = world.plan.approval
+    if known is not None:
+        for approval in approvals:
+            if approval["approvalId"] == known["approvalId"]:
+                return approval
     return approvals[-1]
 
 
@@ -343,6 +358,19 @@ def interruption_code(world: World) -> None:
     stored = stored_approval(world, approval["approvalId"])
     assert stored["status_code"] == INTERRUPTED_CODE, f"stored status_code {stored['status_code']}"
     assert stored["execution_id"] is None and stored["permission_mode"] is None, stored
+
+
+@then("the approval is still interrupted with TURN_INTERRUPTED")
+@verifies("R4.12")
+def still_interrupted(world: World) -> None:
+    approval_id = need(world.plan.approval, "approval")["approvalId"]
+    now = granted(world.rpc.get_approval, session_id(world), approval_id).approval
+    assert (now.status, now.statusCode) == ("interrupted", INTERRUPTED_CODE), (
+        f"the interrupted approval now reads {now.status} with {now.statusCode}: its deadline "
+        "timer outlived the restart that interrupted it"
+    )
+    stored = stored_approval(world, approval_id)
+    assert (stored["status"], stored["status_code"]) == ("interrupted", INTERRUPTED_CODE), stored
 
 
 @then("the interrupted approval can be neither approved nor rejected")

@@ -187,6 +187,20 @@ def create_session_in_mode(world: World, mode: str) -> None:
     _create(world, "main", mode=MODES[mode]).require_result()
 
 
+@given(parsers.parse("a session in {mode} mode for the project given with a trailing slash"))
+def create_session_with_slash(world: World, mode: str) -> None:
+    _create(world, "main", workspace_root=f"{world.workspace}/", mode=MODES[mode]).require_result()
+
+
+@given(parsers.parse("a session in {mode} mode for the project reached through a link"))
+def create_session_through_link(world: World, mode: str) -> None:
+    # The root is a symbolic link to the project folder: only links in .pi and .pi/plan
+    # are refused (§2); the root itself may be reached any way the user reaches it.
+    link = world.workspace.parent / "project-link"
+    link.symlink_to(world.workspace, target_is_directory=True)
+    _create(world, "main", workspace_root=str(link), mode=MODES[mode]).require_result()
+
+
 @given("a session for the project whose provider address ends with a slash")
 def create_session_slashed_provider(world: World) -> None:
     provider = ProviderConfig(baseUrl=world.provider.base_url + "/", model="mock-model")
@@ -281,9 +295,15 @@ def create_session_unknown_mode(world: World, mode: str) -> None:
     _unchecked(world, "session/create", {"workspaceRoot": str(world.workspace), "mode": mode})
 
 
-@when("the user tries to create a session for a relative workspace path")
-def create_relative(world: World) -> None:
-    _create(world, "main", workspace_root="relative/project")
+_RELATIVE_ROOTS: Final = {
+    "of a folder that does not exist": "relative/project",
+    "of the host's own working folder": ".",  # exists wherever the host runs
+}
+
+
+@when(parsers.parse("the user tries to create a session for the relative workspace path {path}"))
+def create_relative(world: World, path: str) -> None:
+    _create(world, "main", workspace_root=_RELATIVE_ROOTS[path])
 
 
 @when("the user tries to create a session for a workspace that does not exist")
@@ -736,6 +756,7 @@ def try_to_talk(world: World) -> None:
         return
     world.outcome = Outcome(result={"turnId": turn_id})
     wait_turn_end(world, turn_id, world.cursors.turn)
+    world.script.earlier_conversation.append(PROMPT_TEXT)  # a failed turn's prompt stays
 
 
 @given("the user configured a model provider for the session")
@@ -928,4 +949,36 @@ def answer_shown_exactly(world: World) -> None:
     )
     assert shown == SPACED_ANSWER, (
         f"the turn/text notifications, joined, read {shown!r}; the model answered {SPACED_ANSWER!r}"
+    )
+
+
+@then("every entry of the session's transcript reads the host clock")
+@verifies("P32")
+def transcript_on_host_clock(world: World) -> None:
+    now = granted(world.rpc.clock_get).now  # the clock stood still since it was moved
+    entries = world.rpc.request("session/transcript", {"sessionId": session_id(world)})["entries"]
+    assert entries, "the conversation left no transcript entry"
+    off = [(e.get("role"), e.get("createdAt")) for e in entries if e.get("createdAt") != now]
+    assert not off, (
+        f"the host clock read {now} throughout the conversation, but transcript entries read "
+        f"{off[:4]}: every reported time is read from the host clock"
+    )
+    rows = world.storage().rows("transcript", "session_id = ?", (session_id(world),))
+    stored = sorted({row["created_at"] for row in rows})
+    assert stored == [now], f"the transcript rows store the times {stored}, not {now}"
+
+
+@then("the session's transcript lists its entries in the order they were made")
+@verifies("R1.3")
+def transcript_in_order(world: World) -> None:
+    entries = world.rpc.request("session/transcript", {"sessionId": session_id(world)})["entries"]
+    rows = sorted(
+        world.storage().rows("transcript", "session_id = ?", (session_id(world),)),
+        key=lambda row: row["id"],
+    )
+    shown = [(e.get("role"), e.get("createdAt")) for e in entries]
+    stored = [(row["role"], row["created_at"]) for row in rows]
+    assert shown == stored, (
+        f"session/transcript lists (role, createdAt) {shown}; the rows in id order are "
+        f"{stored}: entries come in the order they were made, whatever the clock read"
     )

@@ -265,10 +265,14 @@ def catalog_entries(world: World) -> None:
         assert Path(shell.path).is_absolute(), f"{shell.shellId} has the path {shell.path}"
         assert os.access(shell.path, os.X_OK), f"{shell.path} is not an executable file"
     assert catalog.defaultShellId in ids, f"the default {catalog.defaultShellId} is unknown"
-    assert _catalog(world).shells == shells, "the catalog changed between two reads"
+    again = _catalog(world).shells
+    assert sorted(again, key=lambda s: s.shellId) == sorted(shells, key=lambda s: s.shellId), (
+        "the catalog changed between two reads"
+    )
 
 
 @given(parsers.parse("the user made the {label} shell the default shell"))
+@when(parsers.parse("the user makes the {label} shell the default shell"))
 def make_default(world: World, label: str) -> None:
     shell = _shell(world, label)
     world.commands.default_before = _catalog(world).defaultShellId
@@ -366,6 +370,7 @@ def no_shell_of_its_own(world: World) -> None:
 
 def reveal_shell(world: World) -> None:
     """Run a command that waits until the harness has seen which program its shell is."""
+    (world.workspace / ".gate-shell").unlink(missing_ok=True)  # an earlier command's
     gate = _gate(world, ".gate-shell")
     _start(world, 'echo "SHELL $$"; read answer < .gate-shell')
     line = _wait_output(world, "SHELL ")["text"]
@@ -455,6 +460,11 @@ def arrived_while_running(world: World) -> None:
         "the command's first line arrived only after the command had ended"
     )
     assert _output(world, "stdout") == "first\nsecond\n", repr(_output(world, "stdout"))
+
+
+@given("the session already ran a command that revealed its shell")
+def ran_reveal(world: World) -> None:
+    reveal_shell(world)
 
 
 @when(parsers.parse("the model runs a command that {does}"))
@@ -560,8 +570,12 @@ def shows_whole(world: World, text: str) -> None:
 @when(parsers.parse("the model runs a command whose output is {size} the host's output cap"))
 def output_near_cap(world: World, size: str) -> None:
     cap = _cap(world)
-    length = {"exactly": cap, "one byte over": cap + 1}[size]
-    _start(world, f"head -c {length} /dev/zero | tr '\\0' 7")
+    over = {"exactly": 0, "one byte over": 1, "eight kibibytes over": 8192}[size]
+    # the bytes past the cap are a control character no notice holds, so none can hide there
+    command = f"head -c {cap} /dev/zero | tr '\\0' 7"
+    if over:
+        command += f"; head -c {over} /dev/zero | tr '\\0' '\\001'"
+    _start(world, command)
     _turn_end(world)
 
 
@@ -598,6 +612,9 @@ def cut_at_cap(world: World) -> None:
     )
     notice = out[cap:]
     assert not notice.startswith("7"), f"output past the announced cap of {cap} bytes was streamed"
+    assert "\x01" not in notice, (
+        f"output past the announced cap of {cap} bytes was streamed after it: {notice[:200]!r}"
+    )
     assert len(notice.encode()) <= NOTICE_ALLOWANCE, f"{len(notice)} characters after the cap"
     row = world.storage().rows("command_audit", "id = ?", (exited["commandId"],))
     assert row and row[0]["truncated"] == 1, f"the audit does not record the truncation: {row}"
@@ -821,12 +838,23 @@ def _leave_behind(world: World, does: str) -> None:
     else:
         timeout = then_what.removeprefix("waits, with a timeout of ").removesuffix(" ms")
         _start(world, command + "; sleep 3600", timeout_ms=int(timeout))
-    _wait_output(world, "LEFT ")
+    line = _wait_output(world, "LEFT ")["text"]
+    world.commands.left_pids = [int(line.split("LEFT ", 1)[1].split()[0])]
 
 
 @when(parsers.parse("{seconds:d} seconds pass on the host clock"))
 def seconds_pass(world: World, seconds: int) -> None:
     granted(world.rpc.clock_advance, seconds * 1000)
+
+
+@when(parsers.parse("{ms:d} milliseconds pass on the host clock"))
+def milliseconds_pass(world: World, ms: int) -> None:
+    granted(world.rpc.clock_advance, ms)
+
+
+@when("one more millisecond passes on the host clock")
+def one_millisecond_passes(world: World) -> None:
+    granted(world.rpc.clock_advance, 1)
 
 
 @when(
@@ -874,6 +902,42 @@ def cancel_command_turn(world: World) -> None:
     world.attempt_typed(world.rpc.cancel, session_id(world)).require_result()
 
 
+@when("the host stops while the command runs")
+def host_stops_during_command(world: World) -> None:
+    world.stop_host(leave_commands=True)  # the harness ends leftovers only after the check
+
+
+@then("no process the command started outlives the host")
+@verifies("P19")
+def nothing_outlives_host(world: World) -> None:
+    pids = need(world.commands.left_pids, "the processes the command left")
+    try:
+        alive = _still_alive(pids)
+    finally:
+        world.end_leftovers()
+    assert not alive, (
+        f"processes a command started are still alive after the host stopped: {alive}; "
+        "nothing a command started outlives the command or the host"
+    )
+
+
+def _left_pids(world: World) -> list[int]:
+    words = _output(world, "stdout").replace("LEFT ", " ").split()
+    pids = [int(word) for word in words if word.isdigit()]
+    assert pids, "the command did not report the process it left behind"
+    return pids
+
+
+def _still_alive(pids: list[int]) -> list[int]:
+    """Those of ``pids`` still alive once a moment's grace has passed."""
+    deadline = time.monotonic() + GONE_GRACE_S
+    alive = [pid for pid in pids if _alive(pid)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.02)  # no event announces another process's end: look again shortly
+        alive = [pid for pid in alive if _alive(pid)]
+    return alive
+
+
 @then("no process the command started is alive when its turn ends")
 @verifies("P19")
 def nothing_left(world: World) -> None:
@@ -888,14 +952,7 @@ def nothing_left(world: World) -> None:
     assert order == ["command/exited", "turn/ended"], (
         f"the command's end and its turn's end were announced in the order {order}"
     )
-    words = _output(world, "stdout").replace("LEFT ", " ").split()
-    pids = [int(word) for word in words if word.isdigit()]
-    assert pids, "the command did not report the process it left behind"
-    deadline = time.monotonic() + GONE_GRACE_S
-    alive = [pid for pid in pids if _alive(pid)]
-    while alive and time.monotonic() < deadline:
-        time.sleep(0.02)  # no event announces another process's end: look again shortly
-        alive = [pid for pid in alive if _alive(pid)]
+    alive = _still_alive(_left_pids(world))
     assert not alive, f"processes the command started are still alive after it ended: {alive}"
 
 
@@ -906,6 +963,10 @@ def timed_out(world: World) -> None:
     flags = {k: exited[k] for k in ("timedOut", "cancelled")}
     assert flags == {"timedOut": True, "cancelled": False}, (
         f"the end of the timed-out command reads {flags}"
+    )
+    assert exited["signal"] is not None, (
+        f"the timed-out command's end reads exitCode {exited['exitCode']} and signal null, as "
+        "if its shell had exited on its own: signal names the signal that ended the shell"
     )
     turn_id = _turn_id(world)
     world.wait_for(

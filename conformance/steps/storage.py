@@ -16,7 +16,7 @@ from conformance.mock_provider import ScriptedToolCall, TextReply, ToolCallsRepl
 from conformance.protocol_models import Mode
 from conformance.steps.approval import approve
 from conformance.steps.model import default_markdown, script_plan
-from conformance.steps.requests import granted, mock_provider, plain
+from conformance.steps.requests import granted, listing, mock_provider, plain
 from conformance.steps.restart import approvals_of, prompt_and_wait, stored_approval
 from conformance.steps.sessions import session_id
 from conformance.storage_contract import (
@@ -155,20 +155,23 @@ def _run_of(task_id: str) -> Predicate:
 def _reads(world: World) -> dict[str, Any]:
     """The answers to every read the protocol offers, in a fixed order.
 
-    The answers stay as the host sent them: they are compared whole, field by field,
-    before and after a restart (an unpublished field is what such a check looks for).
+    The answers stay as the host sent them, but for the order of list items, which the
+    contract leaves open: they are compared whole, field by field, before and after a
+    restart (an unpublished field is what such a check looks for).
     """
     rpc = world.rpc
-    sessions = rpc.request("session/list", {})["sessions"]
+    sessions = listing(rpc.request("session/list", {}))["sessions"]
     answers: dict[str, Any] = {
         "initialize": world.handshake,
         "session/list": sessions,
-        "shell/list": rpc.request("shell/list", {}),
-        "task/list": rpc.request("task/list", {}),
+        "shell/list": listing(rpc.request("shell/list", {})),
+        "task/list": listing(rpc.request("task/list", {})),
     }
     for session in sessions:
         ref = {"sessionId": session["sessionId"]}
-        answers[f"approval/list {session['sessionId']}"] = rpc.request("approval/list", ref)
+        answers[f"approval/list {session['sessionId']}"] = listing(
+            rpc.request("approval/list", ref)
+        )
         answers[f"session/transcript {session['sessionId']}"] = rpc.request(
             "session/transcript", ref
         )

@@ -9,6 +9,7 @@ settle point of a run, has arrived.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Final
 
 from pytest_bdd import given, parsers, then, when
@@ -58,22 +59,81 @@ def scheduled_task(world: World, mode: str, permission: str = "auto") -> None:
 
 
 def _new_task(
-    world: World, name: str, prompt: str, mode: str, permission: str, run_at: int | None = None
+    world: World,
+    name: str,
+    prompt: str,
+    mode: str,
+    permission: str,
+    run_at: int | None = None,
+    root: str | None = None,
 ) -> dict[str, Any]:
-    """A task for the project on the mock provider, switched on and (unless ``run_at`` is
-    given) not due, as the host answered it."""
+    """A task for the project (or ``root``) on the mock provider, switched on and (unless
+    ``run_at`` is given) not due, as the host answered it."""
     result = granted(
         world.rpc.create_task,
         name,
         prompt,
         MODES[mode],
-        str(world.workspace),
+        root or str(world.workspace),
         mock_provider(world),
         permission_mode=permission_mode(permission),
         run_at=run_at,
         enabled=True,
     )
     return plain(result.task)
+
+
+_BAD_TASK_ROOTS: Final = {
+    "a relative path": "relative/project",
+    "a folder that does not exist": "missing",
+    "a file": "notes.txt",
+}
+
+
+@when(parsers.parse("the user tries to create a task for {root}"))
+def create_task_bad_root(world: World, root: str) -> None:
+    given = _BAD_TASK_ROOTS[root]
+    if given == "notes.txt":
+        (world.workspace / given).write_text("not a folder\n", encoding="utf-8")
+    path = given if given.startswith("relative") else str(world.workspace / given)
+    world.attempt_typed(
+        world.rpc.create_task,
+        "Changelog",
+        TASK_PROMPT,
+        MODES["Agent"],
+        path,
+        mock_provider(world),
+        permission_mode=permission_mode("auto"),
+    )
+
+
+@then("no task was created")
+@verifies("P29")
+def no_task_created(world: World) -> None:
+    tasks = granted(world.rpc.list_tasks).tasks
+    assert tasks == [], f"the host created {tasks}"
+    rows = world.storage().rows("scheduled_tasks")
+    assert rows == [], f"the host stored tasks: {rows}"
+
+
+@given("a scheduled task in Agent mode for the project given with a trailing slash")
+def task_with_slashed_root(world: World) -> None:
+    root = f"{world.workspace}/"
+    world.tasks.task = _new_task(world, "Changelog", TASK_PROMPT, "Agent", "auto", root=root)
+
+
+@then("the run's session names the project exactly as the task does")
+@verifies("P29")
+def run_session_root(world: World) -> None:
+    run = need(world.tasks.run, "run")
+    task = need(world.tasks.task, "scheduled task")
+    listed = {s.sessionId: plain(s) for s in granted(world.rpc.list_sessions).sessions}
+    session = listed.get(str(run.get("sessionId")))
+    assert session is not None, f"the run's session {run.get('sessionId')} is not listed"
+    assert session["workspaceRoot"] == task["workspaceRoot"], (
+        f"the task names the project {task['workspaceRoot']!r}, its run's session "
+        f"{session['workspaceRoot']!r}: a run works in the project exactly as the task gives it"
+    )
 
 
 @when(parsers.parse("the user creates {count:d} tasks for the project"))
@@ -662,6 +722,93 @@ def _did_not_run(world: World, which: str) -> None:
     assert not sessions, f"the host started sessions for {which}: {sessions}"
     runs = world.storage().rows("scheduled_task_runs")
     assert not runs, f"scheduled_task_runs records runs of {which}: {runs}"
+
+
+# -- the edge of a task's time (P32) --------------------------------------------------------
+
+
+@given("the task is due at a time that is not a whole second")
+def task_due_off_the_second(world: World) -> None:
+    now = granted(world.rpc.clock_get).now
+    run_at = now // 1000 * 1000 + 5 * 60_000 + 1_500
+    world.tasks.task = plain(granted(world.rpc.update_task, _task_id(world), run_at=run_at).task)
+
+
+def _run_at(world: World) -> int:
+    run_at = need(world.tasks.task, "scheduled task")["runAt"]
+    assert isinstance(run_at, int), f"the task is not due: runAt {run_at}"
+    return run_at
+
+
+@when("the host clock reaches a millisecond before the task's time")
+def clock_just_before_task(world: World) -> None:
+    _before_run(world)
+    now = granted(world.rpc.clock_get).now
+    granted(world.rpc.clock_advance, _run_at(world) - 1 - now)
+
+
+@when("the host clock reaches the task's time")
+def clock_at_task_time(world: World) -> None:
+    granted(world.rpc.clock_advance, 1)
+
+
+@then("the task has not run yet")
+@verifies("P32")
+def task_not_run_yet(world: World) -> None:
+    _did_not_run(world, f"a millisecond before its runAt {_run_at(world)}")
+
+
+@then("the task ran at its time, not before")
+@verifies("P32")
+def task_ran_at_time(world: World) -> None:
+    task_id, run_at = _task_id(world), _run_at(world)
+    run = _finished(
+        world, lambda p: p["run"]["taskId"] == task_id and p["run"]["outcome"] != "running"
+    )
+    assert run["outcome"] == "completed", f"the run ended {run['outcome']}: {run['error']}"
+    assert run["startedAt"] >= run_at, (
+        f"the run reads startedAt {run['startedAt']}, before the task's runAt {run_at}"
+    )
+
+
+# -- the system clock outside conformance mode (P33) ----------------------------------------
+
+SYSTEM_DUE_MS: Final = 400  # soon enough not to slow the suite, late enough to be ahead
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@given("a scheduled task in Agent mode for the project, due in a moment by the system clock")
+def task_due_by_system_clock(world: World) -> None:
+    _before_run(world)
+    due = _wall_ms() + SYSTEM_DUE_MS
+    world.tasks.task = _new_task(world, "Changelog", TASK_PROMPT, "Agent", "auto", run_at=due)
+
+
+@then("the task ran on its own when the system clock reached its time")
+@verifies("P33")
+def ran_by_system_clock(world: World) -> None:
+    task = need(world.tasks.task, "scheduled task")
+    due = int(task["runAt"])
+    try:
+        run = _finished(
+            world,
+            lambda p: p["run"]["taskId"] == task["taskId"] and p["run"]["outcome"] != "running",
+        )
+    except TimeoutError:
+        raise AssertionError(
+            f"the task was due at {due} by the system clock and had not run "
+            f"{(_wall_ms() - due) / 1000:.1f} s later; outside conformance mode the host's "
+            "clock is the system clock and its timers fire on their own"
+        ) from None
+    assert run["outcome"] == "completed", f"the run ended {run['outcome']}: {run['error']}"
+    now = _wall_ms()
+    assert due <= run["startedAt"] <= now, (
+        f"the run reads startedAt {run['startedAt']}; it came due at {due} by the system "
+        f"clock and was seen finished at {now}"
+    )
 
 
 # -- a run cut short by a restart (P28) -------------------------------------------------------

@@ -158,6 +158,21 @@ def own_words_kept(world: World, text: str, tool: str) -> None:
     )
 
 
+@then(parsers.parse('the user was shown the words "{text}" as the model said them'))
+@verifies("P31")
+def own_words_shown(world: World, text: str) -> None:
+    turn = need(world.active_turn, "turn")
+    shown = "".join(
+        n["params"]["text"]
+        for n in world.notifications("turn/text")
+        if n["params"]["turnId"] == turn
+    )
+    assert text in shown, (
+        f"the model wrote {text!r} beside its tool call, but the turn's turn/text pieces, "
+        f"joined, read {shown!r}: the model's words beside its calls are part of its answer"
+    )
+
+
 @then("the local page was fetched")
 @verifies("P10")
 def page_fetched(world: World) -> None:

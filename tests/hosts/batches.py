@@ -77,10 +77,15 @@ def own_scenarios(cases: Sequence[BrokenCase]) -> dict[str, frozenset[str]]:
 def _spread(
     cases: Sequence[BrokenCase], own: dict[str, frozenset[str]], count: int, slow: bool
 ) -> list[Batch]:
-    """Largest case first, each into the lightest batch it does not overlap."""
+    """Largest case first, each into the lightest batch it does not overlap (and, for slow
+    cases, one that holds fewer than ``SLOW_PER_BATCH``)."""
     batches = [Batch(slow) for _ in range(min(count, len(cases)))]
     for case in sorted(cases, key=lambda c: (-len(own[c.id]), c.id)):
-        fitting = [b for b in batches if b.fits(own[case.id])]
+        fitting = [
+            b
+            for b in batches
+            if b.fits(own[case.id]) and not (slow and len(b.cases) >= SLOW_PER_BATCH)
+        ]
         if not fitting:
             fitting = [Batch(slow)]
             batches.append(fitting[0])

@@ -250,7 +250,28 @@ def _prompt_without_provider_fails_its_turn() -> None:
     patch(host_module.Host, "session_prompt", session_prompt)
 
 
+@variant("migration-adds-a-setting")
+def _migration_adds_a_setting() -> None:
+    # R7.7 keeps the v8 settings as they were; a host may keep settings of its own beside
+    # them. This host records, in the migration's transaction, the version it migrated from.
+    from reference_host import migration
+
+    original = migration.migration_statements
+
+    def statements(v10_statements: list[str]) -> list[str]:
+        steps = original(v10_statements)
+        record = "INSERT INTO settings (key, value) VALUES ('host.migrated_from', '8')"
+        return [*steps[:-1], record, steps[-1]]  # user_version stays last
+
+    patch(migration, "migration_statements", statements)
+
+
 CASES = [
+    AllowedCase(
+        "migration-adds-a-setting",
+        "migration,handshake",
+        why="the seeded settings survive; the contract does not forbid a key of the host's own",
+    ),
     AllowedCase(
         "prompt-without-provider-fails-its-turn",
         "sessions",

@@ -822,7 +822,51 @@ def _cancelled_execution_left_running() -> None:
     patch(Approvals, "execution_finished", execution_finished)
 
 
+# R4.7: execution/updated leaves turnId null although the execution's turn runs.
+@variant("execution-update-without-turn")
+def _execution_update_without_turn() -> None:
+    original = Approvals._notify_execution
+
+    def notify(self: Approvals, row: ApprovalRow, turn_id: str | None) -> None:
+        original(self, row, None)
+
+    patch(Approvals, "_notify_execution", notify)
+
+
+# R4.7: execution/updated names the Plan turn that submitted the plan, not the execution's.
+@variant("execution-update-names-plan-turn")
+def _execution_update_names_plan_turn() -> None:
+    original = Approvals._notify_execution
+
+    def notify(self: Approvals, row: ApprovalRow, turn_id: str | None) -> None:
+        original(self, row, row.turn_id if turn_id is not None else None)
+
+    patch(Approvals, "_notify_execution", notify)
+
+
 CASES = [
+    BrokenCase(
+        "execution-update-without-turn",
+        "execution",
+        "queued_runs_and_completes",
+        "R4.7",
+        "the execution's turn is",
+    ),
+    BrokenCase(
+        "execution-update-names-plan-turn",
+        "execution",
+        "queued_runs_and_completes",
+        "R4.7",
+        "the execution's turn is",
+    ),
+    BrokenCase(
+        "approval-list-newest-first",
+        "deadline",
+        "after_expiry_a_new_plan_can_be_submitted",
+        "R7.2",
+        "lists an approval created at",
+        label="oldest-first",
+    ),
     BrokenCase(
         "cancelled-execution-left-running",
         "execution",

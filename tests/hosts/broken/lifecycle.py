@@ -1608,7 +1608,42 @@ def _prompt_stored_when_the_turn_ends() -> None:
     patch(Storage, "transcript", transcript)
 
 
+# P33: the host uses its standing conformance clock also in production, so no timer fires.
+@variant("clock-stands-still-in-production")
+def _clock_stands_still_in_production() -> None:
+    patch(server, "SystemClock", lambda: clock_module.ManualClock(clock_module.wall_time_ms()))
+
+
+# P3: the conformance controls answer also without --conformance.
+@variant("conformance-controls-always-on")
+def _conformance_controls_always_on() -> None:
+    original = Host.handlers
+
+    def handlers(self: Host) -> dict[str, Any]:
+        table = original(self)
+        table["conformance/clock/get"] = self.clock_get
+        table["conformance/fault/arm"] = self.fault_arm
+        return table
+
+    patch(Host, "handlers", handlers)
+
+
 CASES = [
+    BrokenCase(
+        "clock-stands-still-in-production",
+        "scheduled_plan",
+        "on_its_own_when_its_time_comes",
+        "P33",
+        "had not run",
+        slow=True,
+    ),
+    BrokenCase(
+        "conformance-controls-always-on",
+        "protocol_errors",
+        "conformance_controls_do_not_exist",
+        "P3",
+        "expected the host to refuse",
+    ),
     # -- restart: an accepted prompt survives -----------------------------------------------
     BrokenCase(
         "prompt-stored-when-the-turn-ends",

@@ -1115,7 +1115,51 @@ def _empty_arguments_tool_failed() -> None:
     patch(turns, "_arguments", _arguments)
 
 
+# P27 / The model provider: a tool is offered with parameters that are no JSON Schema (a
+# type spelt in capitals, as a mutant of the reference host's Grep did).
+@variant("tool-parameters-not-a-schema")
+def _tool_parameters_not_a_schema() -> None:
+    original = ToolSpec.to_wire
+
+    def to_wire(self: ToolSpec) -> dict[str, Any]:
+        entry = original(self)
+        if self.name == "Grep":
+            parameters = dict(entry["function"]["parameters"])
+            properties = dict(parameters["properties"])
+            properties["glob"] = {**properties["glob"], "type": "STRING"}
+            entry["function"] = {
+                **entry["function"],
+                "parameters": {**parameters, "properties": properties},
+            }
+        return entry
+
+    patch(ToolSpec, "to_wire", to_wire)
+
+
+# P27: text holding a lone surrogate is written with the surrogate replaced, not refused.
+@variant("lone-surrogate-written-replaced")
+def _lone_surrogate_written_replaced() -> None:
+    def encode(tool: str, field: str, text: str) -> bytes:
+        return text.encode("utf-8", "replace")
+
+    patch(files, "_encode", encode)
+
+
 CASES = [
+    BrokenCase(
+        "lone-surrogate-written-replaced",
+        "plan_tools",
+        "half_a_surrogate_pair",
+        "P27",
+        "expected INVALID_TOOL_INPUT",
+    ),
+    BrokenCase(
+        "tool-parameters-not-a-schema",
+        "plan_tools",
+        "the_model_is_offered_exactly_the_planning_tools_also_after",
+        "R1.4",
+        "are not a valid JSON Schema",
+    ),
     # P30
     BrokenCase(
         "no-project-tools-use-a-folder-of-their-own",

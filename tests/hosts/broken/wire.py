@@ -917,7 +917,56 @@ def _tool_calls_name_newest_session() -> None:
     rewrite_notifications(rewrite)
 
 
+# P2: the rest of a line past the frame limit is read as lines of its own (a mutant of the
+# reference host's framing that stopped skipping it).
+@variant("oversized-line-rest-read-as-lines")
+def _oversized_line_rest_read_as_lines() -> None:
+    def read_frames(stream: Any, max_bytes: int = framing.DEFAULT_MAX_FRAME_BYTES) -> Any:
+        while True:
+            line = stream.readline(max_bytes + 1)
+            if not line:
+                return
+            if line.endswith(b"\n"):
+                yield line[:-1]
+            elif len(line) <= max_bytes:
+                yield line
+            else:
+                yield framing.OversizedFrame(max_bytes)  # the rest is left to be read
+
+    patch(server, "read_frames", read_frames)
+
+
+# P4: a whole number written as 60000.0 fails inside the host (INTERNAL_ERROR), neither
+# taken nor refused as invalid (a mutant of the reference host's integral() did this).
+@variant("integral-float-internal-error")
+def _integral_float_internal_error() -> None:
+    def integral(value: Any) -> Any:
+        if isinstance(value, float) and value.is_integer():
+            raise TypeError("int() argument must be a string or a number, not 'NoneType'")
+        if isinstance(value, dict):
+            return {key: integral(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [integral(item) for item in value]
+        return value
+
+    patch(rpc, "integral", integral)
+
+
 CASES = [
+    BrokenCase(
+        "integral-float-internal-error",
+        "protocol_errors",
+        "written_with_a_decimal_point",
+        "P4",
+        "60000.0 is a whole number",
+    ),
+    BrokenCase(
+        "oversized-line-rest-read-as-lines",
+        "protocol_errors",
+        "twice_as_long_as_the_frame_limit",
+        "P2",
+        "the rest of a line past the limit is not a line",
+    ),
     BrokenCase(
         "reads-id-from-non-utf8",
         "protocol_errors",
