@@ -52,6 +52,7 @@ EQUIVALENTS = ROOT / "scripts" / "mutation_equivalents.toml"
 RESULTS_FORMAT = 1
 
 KILLED, SURVIVED, TIMEOUT, INVESTIGATE = "killed", "survived", "timeout", "investigate"
+_USAGE_ERROR = 2  # the CLI's exit status for arguments it cannot use
 
 EVERY_AREA = (
     "approval",
@@ -501,6 +502,13 @@ def judge(
         if driver != "hybrid":
             return [run_oracle(workspace, areas, driver, keyword=keyword, scenario_timeout=timeout)]
         first = run_oracle(workspace, areas, "inprocess", keyword=keyword, scenario_timeout=timeout)
+        if first.exit_code == _USAGE_ERROR:
+            # A host module that no longer imports is an argument error to the in-process
+            # CLI; started as a command, the same host fails its preflight, a verdict.
+            again_all = run_oracle(
+                workspace, areas, "subprocess", keyword=keyword, scenario_timeout=timeout
+            )
+            return [first, again_all]
         if first.outcome != SURVIVED or not first.skipped:
             return [first]
         # What the in-process driver could not run (it cannot crash its host) runs in a

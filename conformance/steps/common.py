@@ -61,6 +61,14 @@ def raw_answers(world: World, count: int = 1) -> list[dict[str, Any]]:
     return found
 
 
+def every_answer(world: World, expected: int) -> list[dict[str, Any]]:
+    """Every answer to the raw lines of the last :func:`send_lines`, once ``expected`` have
+    come and a later request was answered (so no answer to those lines is still on its way)."""
+    raw_answers(world, expected)
+    granted(world.rpc.list_sessions)  # settles: later lines were read after these
+    return list(world.rpc.unmatched[world.wire.unmatched_mark :])
+
+
 def exchange(world: World, method: str, params: dict[str, Any]) -> dict[str, Any]:
     """Send one request as a raw line and return its answer (also as the outcome)."""
     request_id = RAW_ID_BASE + len(world.rpc.unmatched)
@@ -390,9 +398,7 @@ def send_blank_lines(world: World) -> None:
 @then("the host answers exactly the two requests")
 @verifies("P1")
 def answers_exactly_two(world: World) -> None:
-    raw_answers(world, 2)
-    granted(world.rpc.list_sessions)  # settles: later lines were read after these
-    answers = list(world.rpc.unmatched[world.wire.unmatched_mark :])
+    answers = every_answer(world, 2)
     assert len(answers) == 2, f"the host answered {len(answers)} lines instead of 2: {answers}"
     assert {a.get("id") for a in answers} == {7201, 7202}, answers
     refused = [a for a in answers if "error" in a]
@@ -493,9 +499,7 @@ def send_far_oversized(world: World, filler: str) -> None:
 @then("the host answered that line once and nothing else")
 @verifies("P2")
 def answered_once(world: World) -> None:
-    raw_answers(world, 1)
-    granted(world.rpc.list_sessions)  # settles: later lines were read after these
-    answers = list(world.rpc.unmatched[world.wire.unmatched_mark :])
+    answers = every_answer(world, 1)
     assert len(answers) == 1, (
         f"the host answered one oversized line {len(answers)} times: "
         f"{clip(repr(answers[1:]), 600)}; the rest of a line past the limit is not a line of "

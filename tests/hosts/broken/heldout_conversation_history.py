@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import weakref
 from typing import Any
 
 from hosts.registry import BrokenCase, patch, variant
@@ -12,6 +13,10 @@ from reference_host import turns
 from reference_host.errors import HostError
 from reference_host.host import Host
 from reference_host.turns import TurnRunner
+
+# the turns each runner has seen, kept beside the runner rather than on it
+_RESET_TURNS: weakref.WeakKeyDictionary[TurnRunner, set[str]] = weakref.WeakKeyDictionary()
+_OWN_TURNS: weakref.WeakKeyDictionary[TurnRunner, set[str]] = weakref.WeakKeyDictionary()
 
 
 def _plain(entries: list[Any], keep: Any = None) -> list[dict[str, Any]]:
@@ -141,9 +146,7 @@ def _new_context_forgotten_after_restart() -> None:
     dispatch = TurnRunner._dispatch
 
     def seen(runner: TurnRunner) -> set[str]:
-        if not hasattr(runner, "_reset_turns"):
-            runner._reset_turns = set()  # type: ignore[attr-defined]
-        return runner._reset_turns  # type: ignore[attr-defined,no-any-return]
+        return _RESET_TURNS.setdefault(runner, set())
 
     async def _dispatch(self: TurnRunner, session: Any, turn_id: str, name: str, args: Any) -> Any:
         if name == "new_context":
@@ -174,9 +177,7 @@ def _history_lost_on_restart() -> None:
     history = TurnRunner._history
 
     def mine(runner: TurnRunner) -> set[str]:
-        if not hasattr(runner, "_own_turns"):
-            runner._own_turns = set()  # type: ignore[attr-defined]
-        return runner._own_turns  # type: ignore[attr-defined,no-any-return]
+        return _OWN_TURNS.setdefault(runner, set())
 
     async def _loop(self: TurnRunner, session_id: str, turn_id: str, unattended: bool) -> None:
         mine(self).add(turn_id)

@@ -284,31 +284,6 @@ def _unverified_reads_after_restart() -> None:
     patch(Approvals, "read_artifact", read_artifact)
 
 
-@variant("session-list-reordered-after-restart")
-def _session_list_reordered_after_restart() -> None:
-    # R4.1 / R4.2 (Storage, no boot epoch: a restart that finds nothing to recover changes no
-    # answer, session/list included): the host keeps its sessions in an in-memory registry
-    # that it fills at start-up "most recent first" and to which it appends the sessions it
-    # creates; so the same sessions are listed in the other order after a restart.
-    born: weakref.WeakKeyDictionary[Storage, list[str]] = weakref.WeakKeyDictionary()
-    original_insert = Storage.insert_session
-    original_list = Storage.list_sessions
-
-    async def insert_session(self: Storage, session: SessionRow) -> None:
-        await original_insert(self, session)
-        born.setdefault(self, []).append(session.id)
-
-    async def list_sessions(self: Storage) -> list[SessionRow]:
-        rows = await original_list(self)
-        here = born.get(self, [])
-        loaded = [row for row in rows if row.id not in here]
-        loaded.sort(key=lambda row: (row.created_at, row.id), reverse=True)
-        return loaded + [row for row in rows if row.id in here]
-
-    patch(Storage, "insert_session", insert_session)
-    patch(Storage, "list_sessions", list_sessions)
-
-
 @variant("restart-rewrites-task-schedule")
 def _restart_rewrites_task_schedule() -> None:
     # R4.1 (Storage, no boot epoch: a restart that finds nothing to recover changes no stored
@@ -324,31 +299,6 @@ def _restart_rewrites_task_schedule() -> None:
                 self._arm(row["id"], row["run_at"])
 
     patch(Tasks, "schedule_all", schedule_all)
-
-
-@variant("approval-ties-reversed-after-restart")
-def _approval_ties_reversed_after_restart() -> None:
-    # R7.2 / R4.1 (approval/list lists a session's approvals oldest first; a restart with
-    # nothing to recover changes no answer): approvals loaded from the database after a
-    # restart are read newest first and reversed, so two approvals created at one host-clock
-    # instant (a reject and its revision while the clock stands still) swap places.
-    born: weakref.WeakKeyDictionary[Storage, set[str]] = weakref.WeakKeyDictionary()
-    original_insert = Storage.insert_approval
-    original_list = Storage.list_approvals
-
-    async def insert_approval(self: Storage, row: ApprovalRow) -> None:
-        await original_insert(self, row)
-        born.setdefault(self, set()).add(row.id)
-
-    async def list_approvals(self: Storage, session_id: str) -> list[ApprovalRow]:
-        rows = await original_list(self, session_id)
-        here = born.get(self, set())
-        if all(row.id in here for row in rows):
-            return rows
-        return sorted(reversed(rows), key=lambda row: row.created_at)
-
-    patch(Storage, "insert_approval", insert_approval)
-    patch(Storage, "list_approvals", list_approvals)
 
 
 @variant("unanswered-calls-after-restart")
@@ -424,25 +374,11 @@ CASES = [
         "the stored approval disagrees with the protocol",
     ),
     BrokenCase(
-        "session-list-reordered-after-restart",
-        "restart_interruption",
-        "a_restart_with_nothing_to_recover_changes_no",
-        "R4.2",
-        "after a restart with nothing to recover the host answers",
-    ),
-    BrokenCase(
         "restart-rewrites-task-schedule",
         "restart_interruption",
         "a_restart_with_nothing_to_recover_changes_nothing",
         "R4.1",
         "a restart with nothing to recover changed stored values",
-    ),
-    BrokenCase(
-        "approval-ties-reversed-after-restart",
-        "restart_interruption",
-        "a_restart_with_nothing_to_recover_changes_no",
-        "R4.2",
-        "after a restart with nothing to recover the host answers",
     ),
     BrokenCase(
         "unanswered-calls-after-restart",

@@ -64,15 +64,15 @@ CASES = [
     BrokenCase(
         "command-cwd-by-unquoted-cd",
         "plan_tools",
-        "command_the_model_runs_while_planning_runs",
-        "P10",
-        "was not given 'planning-probe-42'",
+        "a_tool_call_at_the_edge_of_the_tools_published_input",
+        "P27",
+        "made no ran.txt",
     ),
     BrokenCase(
         "workspace-root-normalized-to-nfd",
-        "sessions",
-        "idle_session_switches_back_to_agent_mode",
-        "R1.1",
+        "plan_tools",
+        "reading_a_file_gives_the_model_its_text",
+        "P10",
         "WORKSPACE_INVALID",
     ),
     BrokenCase(
