@@ -956,9 +956,9 @@ def answer_shown_exactly(world: World) -> None:
 @verifies("P32")
 def transcript_on_host_clock(world: World) -> None:
     now = granted(world.rpc.clock_get).now  # the clock stood still since it was moved
-    entries = world.rpc.request("session/transcript", {"sessionId": session_id(world)})["entries"]
+    entries = granted(world.rpc.session_transcript, session_id(world)).entries
     assert entries, "the conversation left no transcript entry"
-    off = [(e.get("role"), e.get("createdAt")) for e in entries if e.get("createdAt") != now]
+    off = [(e.role, e.createdAt) for e in entries if e.createdAt != now]
     assert not off, (
         f"the host clock read {now} throughout the conversation, but transcript entries read "
         f"{off[:4]}: every reported time is read from the host clock"
@@ -971,12 +971,12 @@ def transcript_on_host_clock(world: World) -> None:
 @then("the session's transcript lists its entries in the order they were made")
 @verifies("R1.3")
 def transcript_in_order(world: World) -> None:
-    entries = world.rpc.request("session/transcript", {"sessionId": session_id(world)})["entries"]
+    entries = granted(world.rpc.session_transcript, session_id(world)).entries
     rows = sorted(
         world.storage().rows("transcript", "session_id = ?", (session_id(world),)),
         key=lambda row: row["id"],
     )
-    shown = [(e.get("role"), e.get("createdAt")) for e in entries]
+    shown = [(e.role, e.createdAt) for e in entries]
     stored = [(row["role"], row["created_at"]) for row in rows]
     assert shown == stored, (
         f"session/transcript lists (role, createdAt) {shown}; the rows in id order are "

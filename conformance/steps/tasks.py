@@ -10,6 +10,7 @@ settle point of a run, has arrived.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, Final
 
 from pytest_bdd import given, parsers, then, when
@@ -83,19 +84,21 @@ def _new_task(
     return plain(result.task)
 
 
-_BAD_TASK_ROOTS: Final = {
-    "a relative path": "relative/project",
-    "a folder that does not exist": "missing",
-    "a file": "notes.txt",
+def _a_file(world: World) -> str:
+    (world.workspace / "notes.txt").write_text("not a folder\n", encoding="utf-8")
+    return str(world.workspace / "notes.txt")
+
+
+_BAD_TASK_ROOTS: Final[dict[str, Callable[[World], str]]] = {
+    "a relative path": lambda world: "relative/project",
+    "a folder that does not exist": lambda world: str(world.workspace / "missing"),
+    "a file": _a_file,
 }
 
 
 @when(parsers.parse("the user tries to create a task for {root}"))
 def create_task_bad_root(world: World, root: str) -> None:
-    given = _BAD_TASK_ROOTS[root]
-    if given == "notes.txt":
-        (world.workspace / given).write_text("not a folder\n", encoding="utf-8")
-    path = given if given.startswith("relative") else str(world.workspace / given)
+    path = _BAD_TASK_ROOTS[root](world)
     world.attempt_typed(
         world.rpc.create_task,
         "Changelog",
