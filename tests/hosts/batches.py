@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from conformance.commands.common import checked_areas
-from conformance.scenarios import all_scenarios
+from conformance.scenarios import SUBPROCESS_ONLY, all_scenarios
 from conformance.selection import select
 from hosts.registry import BrokenCase
 
@@ -61,6 +61,14 @@ class Batch:
 def scenario_count(areas: str, keyword: str) -> int:
     """How many scenarios ``--areas areas -k keyword`` selects (subprocess driver)."""
     return len(select(all_scenarios(), checked_areas(areas), keyword or None).chosen)
+
+
+def subprocess_only_keyword(areas: str, keyword: str) -> str:
+    """The ``-k`` that narrows ``--areas areas -k keyword`` to the scenarios only a host
+    process can take part in (a crash, a signal), or "" when it selects none of them."""
+    narrowed = f"({keyword}) and {SUBPROCESS_ONLY}" if keyword else SUBPROCESS_ONLY
+    universe = [s for s in all_scenarios() if s.subprocess_only]
+    return narrowed if select(universe, checked_areas(areas), narrowed).chosen else ""
 
 
 def own_scenarios(cases: Sequence[BrokenCase]) -> dict[str, frozenset[str]]:

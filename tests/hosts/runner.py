@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hosts.registry import FROM_ENV, MAP_VARIABLE
+from hosts.registry import FROM_ENV, MAP_VARIABLE, VARIANT_VARIABLE
 
 SERVE = Path(__file__).with_name("serve.py")
+IN_PROCESS_ENTRY = "hosts.serve:serve_variant"
 TESTS = SERVE.parent.parent
 SPAWN_ATTEMPTS = 3
 
@@ -46,13 +47,22 @@ def run_suite(
     workers: int = 1,
     extra: Sequence[str] = (),
     variants: Mapping[str, str] | None = None,
+    in_process: bool = False,
 ) -> Run:
     """Run the selected scenarios against ``variant`` (default: the unpatched host), or
     give each scenario the variant ``variants`` maps it to; ``extra`` are further options
-    of ``pi-conformance run``."""
+    of ``pi-conformance run``. ``in_process`` serves ``variant`` with the in-process driver
+    (one variant per run: a variant patches the host's code for its whole process)."""
     env = dict(os.environ)
     passthrough: list[str] = []
     host: list[str] = []
+    if in_process:
+        assert variants is None, "the in-process driver serves one variant per run"
+        env[VARIANT_VARIABLE] = variant or ""
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), env.get("PYTHONPATH")]))
+        entry = IN_PROCESS_ENTRY if variant else "reference"
+        host = ["--driver", "inprocess", "--host-module", entry]
+        variant = None
     if variants is not None:
         plan = report.parent / f"{report.name}-variants.json"
         plan.write_text(json.dumps(dict(variants)), encoding="utf-8")

@@ -1175,6 +1175,7 @@ CASES = [
         "plan_made_during_an_execution",
         "R4.9",
         "the earlier execution is still running after its turn ended",
+        slow=True,
     ),
     # The later Write runs at once, so the wait for the permission question runs out first.
     BrokenCase(

@@ -444,6 +444,7 @@ CASES = [
         "an_edit_waits",
         "P7",
         "Edit ran without asking for permission",
+        slow=True,
     ),
     BrokenCase(
         "permission-from-last-approval",
@@ -451,6 +452,7 @@ CASES = [
         "chosen_after_the_execution",
         "P7",
         "Write ran without asking for permission",
+        slow=True,
     ),
     BrokenCase(
         "expiry-returns-to-agent",

@@ -305,6 +305,7 @@ CASES = [
         "the_plan_expires_when_the_time_is_up",
         "R3.11",
         "the deadline passed but no expiry was announced",
+        slow=True,
     ),
     BrokenCase(
         "clock-set-never-goes-back",
@@ -355,6 +356,7 @@ CASES = [
         "a_plan_whose_approval_was_refused_still_expires",
         "R3.10",
         "the plan did not expire",
+        slow=True,
     ),
     BrokenCase(
         "legacy-expiry-in-seconds",

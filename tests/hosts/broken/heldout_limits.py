@@ -300,6 +300,7 @@ CASES = [
         "tasks_due_at_different_times_all_run_after",
         "P29",
         "of two enabled tasks that came due",
+        slow=True,
     ),
     BrokenCase(
         "deadline-compared-in-rounded-seconds",

@@ -421,6 +421,7 @@ CASES = [
         "another_sessions_command",
         "R5.9",
         "ended the second session",
+        slow=True,
     ),
     BrokenCase(
         "list-omits-task-sessions",
@@ -492,6 +493,7 @@ CASES = [
         "asking_for_permission_at_once",
         "R5.9",
         "no question named the main session",
+        slow=True,
     ),
     BrokenCase(
         "task-session-created-at-task-time",

@@ -300,6 +300,7 @@ CASES = [
         "without_an_identifier",
         "P1",
         "expected 1 unsolicited responses, got []",
+        slow=True,
     ),
     BrokenCase(
         "state-checked-before-params",
