@@ -280,6 +280,16 @@ Feature: Sessions and their configuration
       Then the model saw the earlier conversation
 
     @R1.3
+    Scenario: Each read keeps its own result when the model names two reads alike
+      Given a session for the project
+      And the project has a file "first.txt" containing "the first file holds apples"
+      And the project has a file "second.txt" containing "the second file holds pears"
+      And the model read "first.txt" in one exchange and "second.txt" in the next, naming both reads alike
+      And the model will answer "I had a look."
+      When the user sends a prompt
+      Then the model saw the earlier conversation
+
+    @R1.3
     Scenario: A conversation keeps its order when the clock was set back between two turns
       Given a session for the project
       And the user had a conversation with the agent

@@ -19,12 +19,14 @@ from pytest_bdd import given, parsers, then, when
 from conformance.blame import blame, verifies
 from conformance.capabilities import Unverified, require_fault_point
 from conformance.messages import message_text, request_answering
-from conformance.mock_provider import TextReply
+from conformance.mock_provider import ScriptedToolCall, TextReply, ToolCallsReply
 from conformance.steps.model import default_markdown, script_plan
 from conformance.steps.requests import granted, permission_mode, plain
 from conformance.steps.sessions import MODES, _create, read_session, session_id
 from conformance.world import World, need
 from pi_contract import error_catalog
+
+REUSED_CALL_ID = "call_1"
 
 ARTIFACT_PATH = re.compile(r"^\.pi/plan/[^/]+\.md$")
 PLAN_FOLDER = (".pi", "plan")
@@ -264,6 +266,26 @@ def earlier_conversation(world: World) -> None:
 def many_exchanges(world: World, count: int) -> None:
     for number in range(1, count + 1):
         _converse(world, f"Question {number} of {count}?", f"Answer {number} of {count}.")
+
+
+@given(
+    parsers.parse(
+        'the model read "{first}" in one exchange and "{second}" in the next, '
+        "naming both reads alike"
+    )
+)
+def reads_named_alike(world: World, first: str, second: str) -> None:
+    # Some providers number a message's calls from one again in every reply, so one call id
+    # comes back in a later turn; the host must still give each call its own result.
+    for number, path in enumerate((first, second), start=1):
+        text = (world.workspace / path).read_text("utf-8").strip()
+        world.provider.enqueue(
+            ToolCallsReply((ScriptedToolCall("Read", {"path": path}, REUSED_CALL_ID),)),
+            TextReply(f"Read number {number} done."),
+        )
+        ended = run_prompt(world, f"Please read {path}.")
+        assert ended["outcome"] == "completed", f"the reading turn ended {ended}"
+        world.script.earlier_conversation.append(text)
 
 
 @given("the user had another conversation with the agent")

@@ -328,10 +328,16 @@ def _tool_calls_keep_stream_index() -> None:
     patch(turns, "_assistant_message", _assistant_message)
 
 
-# Kept without a case: history-pairs-results-by-call-id (the model would have to reuse a
-# call id in two turns) and submit-plan-result-not-recorded (the contract does not say that
-# the SubmitPlan call and its result must reach the execution's request).
+# Kept without a case: submit-plan-result-not-recorded (the contract does not say that the
+# SubmitPlan call and its result must reach the execution's request).
 CASES = [
+    BrokenCase(
+        "history-pairs-results-by-call-id",
+        "sessions",
+        "names_two_reads_alike",
+        "R1.3",
+        "the last request did not carry 'the first file holds apples'",
+    ),
     BrokenCase(
         "context-reset-host-wide",
         "isolation",
