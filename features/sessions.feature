@@ -108,6 +108,12 @@ Feature: Sessions and their configuration
         | shell           |
 
     @R5.6
+    Scenario: An idle session takes the settings it already has
+      Given a session for the project
+      When the user configures the session with the settings it already has
+      Then the session keeps the settings it had
+
+    @R5.6
     Scenario: The next turn asks for the model the session was changed to
       Given a session for the project
       And the model will answer "The new model answers."

@@ -33,6 +33,13 @@ Feature: Shells and streamed commands
       And a command now runs in the chosen default shell
 
     @R7.6
+    Scenario: The default shell can be changed while a session that follows it is busy
+      Given a session for the project with permission mode auto
+      And a turn is running in that session
+      When the user chooses another default shell
+      Then the chosen shell is the default shell
+
+    @R7.6
     Scenario: An unknown default shell is refused
       When the user tries to make "no-such-shell" the default shell
       Then the request is refused with SHELL_NOT_FOUND

@@ -36,12 +36,17 @@ Feature: One active turn, configuration only while idle
       And the turn is still running
 
     @R5.3
-    Scenario: A change while a turn waits for a permission answer is refused
+    Scenario Outline: A <setting> change while a turn waits for a permission answer is refused
       Given a session for the project with permission mode ask
       And the user started a turn that waits for a permission answer
-      When the user tries to change the mode
+      When the user tries to change the <setting>
       Then the request is refused with SESSION_BUSY
       And the session's configuration is unchanged
+
+      Examples:
+        | setting         |
+        | mode            |
+        | permission mode |
 
     @R5.2
     Scenario: Asking for another plan while the planning turn runs is refused
@@ -109,6 +114,48 @@ Feature: One active turn, configuration only while idle
         | model           |
         | provider        |
         | shell           |
+
+    @R5.6
+    Scenario Outline: A <setting> change refused during a turn is not applied when the turn ends
+      Given a session for the project
+      And the model takes its time to answer
+      And the user started a turn
+      And the user tried to change the <setting>
+      When the model answers and the turn ends
+      Then the session's configuration is unchanged
+
+      Examples:
+        | setting         |
+        | mode            |
+        | permission mode |
+        | model           |
+        | shell           |
+
+    @R5.3
+    Scenario Outline: Changing the <setting> of a scheduled run's session while the run is under way is refused
+      Given a scheduled task's run is under way
+      When the user tries to give the run's session another <setting>
+      Then the request is refused with SESSION_BUSY
+      And the configuration of the run's session is unchanged
+      And a scheduled task's run is still under way
+
+      Examples:
+        | setting         |
+        | mode            |
+        | permission mode |
+
+    @R5.6 @R5.9
+    Scenario Outline: An idle session takes a change while <work> is under way
+      Given a session for the project
+      And <work> is under way
+      When the user changes the mode of the session
+      Then the session has the new mode
+      And <work> is still under way
+
+      Examples:
+        | work                                     |
+        | a turn of another session of the project |
+        | a scheduled task's run                   |
 
     @R5.6
     Scenario: Changing the configuration while an approved plan waits to run is refused

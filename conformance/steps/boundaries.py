@@ -36,12 +36,15 @@ from conformance.steps.sessions import (
     remember_configuration,
     session_id,
     stored_session,
+    unchanged_configuration,
     wait_turn_end,
 )
 from conformance.steps.shell import speak_posix, wait_command_line
+from conformance.steps.tasks import scheduled_task, task_model_stalls, task_waiting_for_model
 from conformance.world import Outcome, World, need
 
 OTHER = "other"
+RUN = "run"  # the session of a scheduled task's run
 
 
 # -- turns --------------------------------------------------------------------------------
@@ -355,6 +358,46 @@ def try_configure(world: World, setting: str) -> None:
     changes = new_setting(world, setting)
     remember_configuration(world)
     configure(world, changes)
+
+
+@given("a turn of another session of the project is under way")
+def other_session_of_project_busy(world: World) -> None:
+    _create(world, OTHER).require_result()
+    world.provider.enqueue(StallReply())
+    _started(world, OTHER, "Take your time with the project.")
+
+
+@then("a turn of another session of the project is still under way")
+def other_session_of_project_still_busy(world: World) -> None:
+    _still_running(world, OTHER, world.boundary.turn_of[OTHER])
+
+
+@given("a scheduled task's run is under way")
+def scheduled_run_under_way(world: World) -> None:
+    scheduled_task(world, "Agent")
+    task_model_stalls(world)
+    task_waiting_for_model(world)
+    own = str(need(world.tasks.run, "run under way")["sessionId"])
+    started = world.wait_for("turn/started", lambda p: p["sessionId"] == own)
+    world.sessions[RUN] = {"sessionId": own}
+    world.boundary.turn_of[RUN] = str(started["turnId"])
+
+
+@then("a scheduled task's run is still under way")
+def scheduled_run_still_under_way(world: World) -> None:
+    _still_running(world, RUN, world.boundary.turn_of[RUN])
+
+
+@when(parsers.parse("the user tries to give the run's session another {setting}"))
+def try_configure_run_session(world: World, setting: str) -> None:
+    changes = new_setting(world, setting, RUN)
+    remember_configuration(world, RUN)
+    configure(world, changes, RUN)
+
+
+@then("the configuration of the run's session is unchanged")
+def run_session_unchanged(world: World) -> None:
+    unchanged_configuration(world, RUN)
 
 
 @when("the user cancels the turn")

@@ -506,6 +506,24 @@ def has_new_setting(world: World, setting: str) -> None:
             assert row[column] == value, f"the stored {column} is {row[column]!r}, not {value!r}"
 
 
+@when("the user configures the session with the settings it already has")
+def configure_same_settings(world: World) -> None:
+    remember_configuration(world)
+    configure(world, need(world.boundary.configuration_before, "the session's settings"))
+
+
+@then("the session keeps the settings it had")
+@verifies("R5.6")
+def same_settings_kept(world: World) -> None:
+    answered = world.outcome.require_result()["session"]
+    before = need(world.boundary.configuration_before, "configuration before the change")
+    found = configuration(answered)
+    assert found == before, (
+        f"a configure naming the settings the session had answered with {found}, not {before}"
+    )
+    unchanged_configuration(world)
+
+
 @when("the user asks for a session that does not exist")
 def get_missing_session(world: World) -> None:
     world.attempt_typed(world.rpc.get_session, "no-such-session")
@@ -590,11 +608,17 @@ def none_created(world: World) -> None:
 
 @then("the session's configuration is unchanged")
 def configuration_unchanged(world: World) -> None:
+    unchanged_configuration(world)
+
+
+def unchanged_configuration(world: World, alias: str = "main") -> None:
+    """The session's settings, over the protocol and in storage, are those kept by
+    :func:`remember_configuration` before a change that had to be refused."""
     before = need(world.boundary.configuration_before, "configuration before the change")
     stored_before = need(world.boundary.stored_before, "stored configuration before the change")
-    now = configuration(read_session(world))
+    now = configuration(read_session(world, alias))
     assert now == before, f"the refused change took effect: before {before}, now {now}"
-    stored_now = stored_configuration(stored_session(world))
+    stored_now = stored_configuration(stored_session(world, alias))
     assert stored_now == stored_before, (
         f"the refused change was stored: before {stored_before}, now {stored_now}"
     )

@@ -281,8 +281,8 @@ def make_default(world: World, label: str) -> None:
     world.commands.chosen_default = shell
 
 
-@given("the user chose a new default shell")
-def choose_new_default(world: World) -> None:
+def _another_default(world: World) -> dict[str, Any]:
+    """A POSIX or bash shell other than the default; the default is kept as it was."""
     current = _catalog(world).defaultShellId
     for label in KINDS:
         try:
@@ -291,10 +291,31 @@ def choose_new_default(world: World) -> None:
             continue
         if shell["shellId"] != current:
             world.commands.default_before = current
-            granted(world.rpc.set_default_shell, shell["shellId"])
             world.commands.chosen_default = shell
-            return
+            return shell
     raise Unverified("shell:posix-sh", "the host has no POSIX or bash shell besides its default")
+
+
+@given("the user chose a new default shell")
+def choose_new_default(world: World) -> None:
+    granted(world.rpc.set_default_shell, _another_default(world)["shellId"])
+
+
+@when("the user chooses another default shell")
+def choose_another_default(world: World) -> None:
+    world.attempt_typed(world.rpc.set_default_shell, _another_default(world)["shellId"])
+
+
+@then("the chosen shell is the default shell")
+@verifies("R7.6")
+def chosen_is_default(world: World) -> None:
+    world.outcome.require_result()
+    chosen = need(world.commands.chosen_default, "chosen default shell")["shellId"]
+    found = _catalog(world).defaultShellId
+    assert found == chosen, f"the default shell is {found}, not the chosen {chosen}"
+    rows = world.storage().rows("settings", "key = ?", (SETTINGS_KEY,))
+    stored = rows[0]["value"] if rows else None
+    assert stored == chosen, f"settings hold {SETTINGS_KEY} = {stored}, not the chosen {chosen}"
 
 
 @when(parsers.parse('the user tries to make "{shell}" the default shell'))
