@@ -56,15 +56,16 @@ class V8Approval:
 
 DEFAULT_APPROVALS = (
     V8Approval(
-        "old-pending", -1, json.dumps({"title": "Old proposal", "steps": ["a"]}), "pending",
-        None, 5, None,
-    ),
-    V8Approval(
         "old-changes", -1, json.dumps({"title": "Revised proposal"}), "changes_requested",
         "more tests", 6, 7,
     ),
+    V8Approval(
+        "old-pending", -1, json.dumps({"title": "Old proposal", "steps": ["a"]}), "pending",
+        None, 5, None,
+    ),
 )  # fmt: skip
-"""The approvals every default v8 seed holds, in its last session."""
+"""The approvals every default v8 seed holds, in its last session (the later one inserted
+first)."""
 
 LEGACY_APPROVALS: dict[str, V8Approval] = {
     # One row per v8 status, each with another shape of proposal_json.
@@ -85,6 +86,12 @@ LEGACY_APPROVALS: dict[str, V8Approval] = {
         "v8-plan-11", 0, json.dumps({"steps": ["only steps, no title"]}),
         "changes_requested", "add tests first", 1_700_000_300_000, 1_700_000_330_000,
     ),
+    # A decided row without a decision time (v8 allows it), and a title written with JSON
+    # escapes (Python's default json.dumps): a quote as \" and "é" as \u00e9.
+    "rejected with no decision time": V8Approval(
+        "v8-plan-23", 0, json.dumps({"title": 'Say "café" twice', "steps": ["greet"]}),
+        "rejected", "not now", 1_700_000_700_000, None,
+    ),
 }  # fmt: skip
 """A v8 approval of each status, for the scenarios about legacy approvals."""
 
@@ -99,6 +106,12 @@ def transcript_ids(sessions: int, per_session: int) -> list[tuple[int, int, int]
             rows.append((next_id, session, index))
             next_id += 1 + (index + session) % 4
     return rows
+
+
+def _role(index: int) -> str:
+    """The role of a session's transcript row ``index``: user and assistant in turn, and
+    one system row (v8 allows the role)."""
+    return "system" if index == 2 else ("user", "assistant")[index % 2]
 
 
 def seed_v8(
@@ -133,8 +146,8 @@ def seed_v8(
                     row_id,
                     f"v8-session-{s}",
                     f"t{s}-{i // 2}",
-                    ("user", "assistant")[i % 2],
-                    json.dumps({"role": ("user", "assistant")[i % 2], "content": f"message {i} ✓"}),
+                    _role(i),
+                    json.dumps({"role": _role(i), "content": f"message {i} ✓"}),
                     1_700_000_001_000 + i,
                 )
                 for row_id, s, i in transcript_ids(sessions, transcript_per_session)

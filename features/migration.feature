@@ -26,13 +26,29 @@ Feature: Upgrading storage from v8 to v10, and refusing what cannot be served
       And the database has the structure of the published v10 schema
       And the database file is in write-ahead-log mode
 
+    @R7.7 @R1.3
+    Scenario: A migrated conversation goes on where it left off
+      Given a data directory with a v8 database of a conversation and a task for the project
+      When the host starts on that data directory
+      And the user continues the migrated conversation
+      Then the model was shown the migrated conversation
+
+    @R7.7 @P29
+    Scenario: A migrated scheduled task runs when its time comes
+      Given a data directory with a v8 database of a conversation and a task for the project
+      And the model will answer "The changelog is tidy." for the task
+      When the host starts on that data directory
+      And the time the task was due comes
+      Then the migrated task ran when its time came
+
   Rule: The approvals of the old Plan contract are kept as legacy records (§4, §7, project rule P16)
 
-    @R4.10 @P16
+    @R4.10 @P16 @R7.2
     Scenario: Earlier approvals are kept and a pending one is interrupted
       Given a data directory with a v8 database of 2 sessions and their transcripts
       When the host starts on that data directory
       Then the earlier plan approvals are kept, a pending one as interrupted
+      And the host lists them oldest first
 
     @P16
     Scenario Outline: A v8 approval that was <v8 status> is listed as <v10 status>
@@ -43,11 +59,12 @@ Feature: Upgrading storage from v8 to v10, and refusing what cannot be served
       And its stored record keeps the v8 proposal and its feedback
 
       Examples:
-        | v8 status         | v10 status  |
-        | pending           | interrupted |
-        | approved          | approved    |
-        | rejected          | rejected    |
-        | changes_requested | rejected    |
+        | v8 status                      | v10 status  |
+        | pending                        | interrupted |
+        | approved                       | approved    |
+        | rejected                       | rejected    |
+        | changes_requested              | rejected    |
+        | rejected with no decision time | rejected    |
 
   Rule: A migration that cannot finish changes nothing (§7)
 

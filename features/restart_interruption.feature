@@ -95,6 +95,24 @@ Feature: A restart interrupts, and never replays
         | stops                    |
         | crashes and starts again |
 
+    @R4.10
+    Scenario Outline: A queued execution and another session's pending plan are both interrupted when the host <stops>
+      Given another session has a plan awaiting approval
+      And a plan titled "Queued" is awaiting approval
+      And the user approved the plan with permission mode auto, and its execution is still queued
+      When the host <stops>
+      Then the first answer after the restart shows the execution interrupted
+      And the other session's plan is interrupted
+
+      Examples:
+        | stops    |
+        | restarts |
+
+      @subprocess_only
+      Examples:
+        | stops                    |
+        | crashes and starts again |
+
     @R4.10 @R4.11 @R4.14 @C8
     Scenario Outline: A running execution is interrupted when the host <stops>
       Given a plan titled "Running" is awaiting approval
@@ -249,6 +267,14 @@ Feature: A restart interrupts, and never replays
       Given a session for the project in Plan mode
       And the model is in the middle of a Plan turn
       And the host restarted
+      When the host restarts with nothing left to recover
+      Then every stored value is as it was before the restart
+
+    @R4.1 @R4.13
+    Scenario: A second restart keeps the mode the user chose after a recovery
+      Given a plan titled "Waiting" is awaiting approval
+      And the host restarted
+      And the user switched the session to Agent mode
       When the host restarts with nothing left to recover
       Then every stored value is as it was before the restart
 

@@ -59,4 +59,7 @@ def test_legacy_titles_follow_the_published_mapping() -> None:
         "approved": "42",
         "rejected": "",
         "changes_requested": "",
+        "rejected with no decision time": 'Say "café" twice',
     }
+    # that title is stored with JSON escapes, as Python's json.dumps writes it by default
+    assert '\\"caf\\u00e9\\"' in LEGACY_APPROVALS["rejected with no decision time"].proposal_json

@@ -7,6 +7,7 @@ import hashlib
 import json
 import shutil
 import sqlite3
+import time
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,12 @@ from pytest_bdd import given, parsers, then, when
 
 from conformance.blame import verifies
 from conformance.client import HostStoppedError
-from conformance.steps.requests import granted, plain
+from conformance.messages import message_text
+from conformance.mock_provider import TextReply
+from conformance.steps.requests import granted, mock_provider, plain
+from conformance.steps.restart import prompt_and_wait
+from conformance.steps.sessions import session_id
+from conformance.steps.tasks import DUE_IN_MS, TASK_PROMPT, task_ran_at_its_time
 from conformance.storage_inspector import DB_FILE
 from conformance.storage_seed import (
     LEGACY_APPROVALS,
@@ -31,6 +37,7 @@ from conformance.storage_seed import (
 )
 from conformance.world import World, need
 
+V8_TASK_ID = "v8-changelog"  # the task due soon in the v8 database of the project
 VERSION_BY_AGE = {
     "older than v8": 7,
     "between v8 and v10": 9,
@@ -101,6 +108,29 @@ def v8_database(world: World, sessions: int) -> None:
 @given(parsers.parse("a data directory with a v8 database holding an approval that was {status}"))
 def v8_with_approval(world: World, status: str) -> None:
     seed_v8(_db(world), 2, 6, (LEGACY_APPROVALS[status],))
+    _remember(world)
+
+
+@given("a data directory with a v8 database of a conversation and a task for the project")
+def v8_database_for_project(world: World) -> None:
+    """One v8 session and one enabled Agent task, both of the scenario's project and on its
+    mock provider; the task is due a few minutes after the host starts (its clock starts at
+    the system time, P32)."""
+    seed_v8(_db(world), 1, 8)
+    provider = mock_provider(world)
+    root, due = str(world.workspace), time.time_ns() // 1_000_000 + DUE_IN_MS
+    with closing(sqlite3.connect(_db(world))) as conn:
+        conn.execute(
+            "UPDATE sessions SET workspace_root = ?, provider_base_url = ?, model = ?",
+            (root, provider.baseUrl, provider.model),
+        )
+        conn.execute(
+            "INSERT INTO scheduled_tasks VALUES (?, 'Changelog', ?, 'agent', ?, ?, ?, 'auto', "
+            "?, 1, 1, 2)",
+            (V8_TASK_ID, TASK_PROMPT, root, provider.baseUrl, provider.model, due),
+        )
+        conn.commit()
+    world.tasks.task = {"taskId": V8_TASK_ID, "runAt": due}
     _remember(world)
 
 
@@ -355,3 +385,66 @@ def legacy_approvals(world: World) -> None:
     for approval_id, v8_status in seeded.items():
         found = rows[approval_id]["status"]
         assert found == V8_STATUS_TO_V10[v8_status], f"{approval_id} was {v8_status}, is {found}"
+
+
+@then("the host lists them oldest first")
+@verifies("R7.2")
+def legacy_oldest_first(world: World) -> None:
+    for session in sorted({row[1] for row in world.seeded.approvals}):
+        listed = [plain(a) for a in granted(world.rpc.list_approvals, session).approvals]
+        shown = [(a["approvalId"], a["createdAt"]) for a in listed]
+        seeded = {row[0] for row in world.seeded.approvals if row[1] == session}
+        assert {approval_id for approval_id, _ in shown} == seeded, (
+            f"approval/list of {session} lists {shown}, not the v8 approvals {sorted(seeded)}"
+        )
+        times = [created for _, created in shown]
+        assert times == sorted(times), (
+            f"approval/list of {session} lists the migrated approvals as {shown}: approvals "
+            "are listed oldest first by createdAt, legacy ones too, whatever order the v8 "
+            "rows were written in"
+        )
+
+
+# -- a migrated conversation and task go on (R7.7) ----------------------------------------------
+
+
+@when("the user continues the migrated conversation")
+def continue_migrated(world: World) -> None:
+    migrated = world.seeded.tables["sessions"][0][0]
+    world.sessions["main"] = plain(granted(world.rpc.get_session, migrated).session)
+    world.provider.enqueue(TextReply("We stopped at the last message."))
+    ended = prompt_and_wait(world, "Where did we leave off?")
+    assert ended["outcome"] == "completed", f"the migrated session's turn ended {ended}"
+
+
+@then("the model was shown the migrated conversation")
+@verifies("R7.7", "R1.3")
+def shown_migrated(world: World) -> None:
+    requests = world.provider.requests()[world.cursors.provider_turn :]
+    assert requests, "the host made no request to the model provider"
+    shown = [message_text(m) for m in requests[0].messages]
+    said = [
+        json.loads(content)["content"]
+        for _id, owner, _turn, role, content, _at in world.seeded.tables["transcript"]
+        if owner == session_id(world) and role in ("user", "assistant")
+    ]
+    missing = [text for text in said if not any(text in message for message in shown)]
+    assert not missing, (
+        f"the first request of the migrated session's next turn lacks {len(missing)} of the "
+        f"{len(said)} user and assistant messages of its v8 transcript (first {missing[0]!r}): "
+        "a migrated session's transcript is its conversation"
+    )
+
+
+@then("the migrated task ran when its time came")
+@verifies("P29", "R7.7")
+def migrated_task_ran(world: World) -> None:
+    tasks = {t.taskId: plain(t) for t in granted(world.rpc.list_tasks).tasks}
+    task = tasks.get(V8_TASK_ID)
+    assert task is not None, f"task/list does not list the v8 task {V8_TASK_ID}: {sorted(tasks)}"
+    assert task["lastRun"] is not None, (
+        f"the v8 task {V8_TASK_ID}, switched on and due at {task['runAt']}, had not run when "
+        "the host clock passed its time (lastRun is null): a task migrated from v8 keeps its "
+        "time from the start that migrated it"
+    )
+    task_ran_at_its_time(world)

@@ -31,7 +31,7 @@ from conformance.steps.approval import approve, plan_awaiting
 from conformance.steps.model import default_markdown, script_plan
 from conformance.steps.plan import snapshot
 from conformance.steps.requests import granted, mock_provider, plain
-from conformance.steps.sessions import read_session, session_id
+from conformance.steps.sessions import MODES, read_session, session_id
 from conformance.steps.shell import wait_command_line
 from conformance.world import SecondHost, World, need
 
@@ -245,6 +245,12 @@ def host_stops(world: World, how: str) -> None:
 @given("the host restarted")
 def host_restarted(world: World) -> None:
     world.restart()
+
+
+@given(parsers.parse("the user switched the session to {mode} mode"))
+def switched_mode(world: World, mode: str) -> None:
+    session = granted(world.rpc.configure_session, session_id(world), mode=MODES[mode]).session
+    assert session.mode == MODES[mode], f"the session is in {session.mode} after the switch"
 
 
 @when("the host crashes and starts again while the command it ran lives on")
