@@ -258,6 +258,13 @@ Feature: Immutable host-written plan artifacts
       And the user tries to approve the plan with permission mode auto
       Then the approval goes ahead and the plan is carried out
 
+    @P13
+    Scenario: A plan opened before its file changed is refused when opened again
+      Given a plan titled "Checked at approval" is awaiting approval
+      And the user opened the plan artifact
+      When the plan file is changed on disk after submission
+      Then opening the plan is refused with ARTIFACT_MODIFIED
+
   Rule: A doubtful location or a failed write creates nothing (§2)
 
     @R2.12

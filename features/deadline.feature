@@ -66,6 +66,13 @@ Feature: The absolute approval deadline
       Then the plan of the other session expired on its own
 
     @R3.11
+    Scenario: Two plans of one project waiting at once both expire at their deadline
+      Given another session of the same project has a plan awaiting approval
+      When 30 minutes pass
+      Then the first session's plan expired on its own
+      And the plan of the other session expired on its own
+
+    @R3.11
     Scenario: One millisecond before the deadline the plan can still be approved
       Given the clock reached one millisecond before the deadline
       And the model will answer "The plan is carried out."

@@ -141,6 +141,22 @@ Feature: Sessions are isolated from each other
       And once the model answers, the first session's turn completes
 
     @R5.9
+    Scenario: Cancelling one of two sessions of a project leaves the other's turn running
+      Given another session is open for the same project
+      And both sessions are busy with a turn
+      When the user asks to cancel the first session's turn
+      Then the second session's turn is still running
+      And the first session's turn ended as cancelled
+
+    @R5.9
+    Scenario: A session asks for its own model when another session of its project changed model
+      Given another session is open for the same project
+      And the other session was changed to another model
+      And the model will answer "The first session's model answers."
+      When the user talks to the agent
+      Then the provider was asked for the first session's own model
+
+    @R5.9
     Scenario Outline: A plan cannot be <done> through another session
       Given a plan titled "Mine" is awaiting approval
       When the user tries to <action> the plan through the second session

@@ -233,6 +233,15 @@ Feature: Scheduled tasks never plan unattended
       Then both tasks ran when their time came
 
     @P29
+    Scenario: Two tasks of one name due at the same time both run when that time comes
+      Given a scheduled task in Agent mode for the project
+      And the task is due in 5 minutes
+      And another scheduled task of the same name in Agent mode, due at the same time
+      And the model will answer "The changelog is tidy." for each of the two tasks
+      When the time the task was due comes
+      Then both tasks ran when their time came
+
+    @P29
     Scenario: A task moved to a later time does not run at its earlier time
       Given a scheduled task in Agent mode for the project
       And the task is due in 5 minutes

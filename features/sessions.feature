@@ -116,7 +116,9 @@ Feature: Sessions and their configuration
     @R5.6
     Scenario: The next turn asks for the model the session was changed to
       Given a session for the project
+      And the model will answer "The first model answers."
       And the model will answer "The new model answers."
+      And the user talked to the agent
       When the user changes the model of the session
       And the user talks to the agent
       Then the provider was asked for the model the session was changed to

@@ -769,16 +769,27 @@ def expiry_announced(world: World) -> None:
 @then("the plan of the other session expired on its own")
 @verifies("R3.11")
 def other_plan_expired(world: World) -> None:
+    cause = "deciding this session's plan of the same moment kept the other from expiring"
+    _plan_expired_on_its_own(world, "other", "the other session", cause)
+
+
+@then("the first session's plan expired on its own")
+@verifies("R3.11")
+def first_plan_expired(world: World) -> None:
+    cause = "the plan another session of the project submitted at that moment kept it waiting"
+    _plan_expired_on_its_own(world, "main", "the first session", cause)
+
+
+def _plan_expired_on_its_own(world: World, alias: str, whose: str, cause: str) -> None:
     # The clock move that reached the deadline made the expiry due, and a timer's work comes
     # before the clock's answer (P32): no wait is needed.
-    other = world.sessions["other"]["sessionId"]
-    listed = world.rpc.request("approval/list", {"sessionId": other})["approvals"]
-    assert listed, "the host lists no approval for the other session"
+    session = world.sessions[alias]["sessionId"]
+    listed = world.rpc.request("approval/list", {"sessionId": session})["approvals"]
+    assert listed, f"the host lists no approval for {whose}"
     shown = listed[-1]
     assert (shown["status"], shown["statusCode"]) == ("expired", TIMEOUT_CODE), (
-        f"at its deadline the other session's plan reads {shown['status']} with "
-        f"{shown['statusCode']}: deciding this session's plan of the same moment kept the "
-        "other from expiring"
+        f"at its deadline {whose}'s plan reads {shown['status']} with "
+        f"{shown['statusCode']}: {cause}"
     )
     announced = [
         n
@@ -786,7 +797,7 @@ def other_plan_expired(world: World) -> None:
         if n["params"]["approval"]["approvalId"] == shown["approvalId"]
         and n["params"]["approval"]["status"] == "expired"
     ]
-    assert announced, "the other session's plan expired without an announcement"
+    assert announced, f"{whose}'s plan expired without an announcement"
 
 
 @then("the plan of the other session, submitted later, still waits for approval")

@@ -894,6 +894,36 @@ def answers_reach_owner(world: World) -> None:
                 )
 
 
+@given("the other session was changed to another model")
+def other_session_other_model(world: World) -> None:
+    configure(world, new_setting(world, "model", OTHER), OTHER).require_result()
+
+
+@then("the provider was asked for the first session's own model")
+@verifies("R5.9")
+def asked_for_own_model(world: World) -> None:
+    own = read_session(world)["provider"]["model"]
+    other = read_session(world, OTHER)["provider"]["model"]
+    assert own != other, f"both sessions use the model {own!r}"
+    requests = world.provider.requests()
+    assert requests, "the host made no request to the model provider"
+    asked = requests[-1].model
+    assert asked == own, (
+        f"the first session's turn asked the provider for the model {asked!r}, not its own "
+        f"{own!r}: another session of the project was changed to {other!r}"
+    )
+
+
+@when("the user asks to cancel the first session's turn")
+def ask_cancel_first(world: World) -> None:
+    world.attempt_typed(world.rpc.cancel, session_id(world))
+
+
+@then("the first session's turn ended as cancelled")
+def first_cancelled(world: World) -> None:
+    _ended_as(world, world.boundary.turn_of["main"], "cancelled")
+
+
 @when("the user cancels the second session's turn")
 def cancel_other(world: World) -> None:
     world.attempt_typed(world.rpc.cancel, session_id(world, OTHER))

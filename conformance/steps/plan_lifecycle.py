@@ -370,6 +370,12 @@ def still_pending(world: World) -> None:
     assert not world.notifications("turn/started", since), "a turn was started"
 
 
+@given("the user opened the plan artifact")
+def opened_artifact(world: World) -> None:
+    approval = latest_approval(world)
+    granted(world.rpc.read_artifact, session_id(world), approval["approvalId"])
+
+
 @then(parsers.parse("opening the plan is refused with {code}"))
 @verifies("P13")
 def open_refused(world: World, code: str) -> None:

@@ -191,9 +191,17 @@ def plan_to_carry_out(world: World, title: str) -> None:
 def other_session_pending(world: World) -> None:
     other = world.workspace.parent / "other-project"
     other.mkdir(exist_ok=True)
-    created = granted(
-        world.rpc.create_session, str(other.resolve()), mode="plan", provider=mock_provider(world)
-    )
+    _other_pending_in(world, str(other.resolve()))
+
+
+@given("another session of the same project has a plan awaiting approval")
+def same_project_session_pending(world: World) -> None:
+    _other_pending_in(world, str(read_session(world)["workspaceRoot"]))
+
+
+def _other_pending_in(world: World, root: str) -> None:
+    """A Plan session ``other`` for ``root`` whose plan awaits approval."""
+    created = granted(world.rpc.create_session, root, mode="plan", provider=mock_provider(world))
     world.sessions["other"] = plain(created.session)
     script_plan(world, "Other work", default_markdown("Other work"))
     ended = prompt_and_wait(world, "Plan the other work.", "other")

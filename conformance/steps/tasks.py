@@ -178,17 +178,22 @@ def other_task_same_time(world: World) -> None:
     _other_task_due(world, 0)
 
 
+@given("another scheduled task of the same name in Agent mode, due at the same time")
+def other_task_same_name_same_time(world: World) -> None:
+    _other_task_due(world, 0, need(world.tasks.task, "scheduled task")["name"])
+
+
 @given(parsers.parse("another scheduled task in Agent mode, due {minutes:d} minutes later"))
 def other_task_later(world: World, minutes: int) -> None:
     _other_task_due(world, minutes * 60_000)
 
 
-def _other_task_due(world: World, after_ms: int) -> None:
-    """A second enabled task, due ``after_ms`` after the scenario's task."""
+def _other_task_due(world: World, after_ms: int, name: str = "Release notes") -> None:
+    """A second enabled task called ``name``, due ``after_ms`` after the scenario's task."""
     runs_at = need(world.tasks.task, "scheduled task")["runAt"]
     assert runs_at is not None, "the scenario's task was never due"
     due = runs_at + after_ms
-    other = _new_task(world, "Release notes", "Draft the release notes.", "Agent", "auto", due)
+    other = _new_task(world, name, "Draft the release notes.", "Agent", "auto", due)
     assert other["runAt"] == due, f"the other task is due at {other['runAt']}, not {due}"
     world.tasks.other_task_id = other["taskId"]
     world.tasks.latest_run_at = max(runs_at, due)
