@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import weakref
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -242,6 +243,9 @@ def _tool_arguments_re_serialised() -> None:
 # runAt passed while no host ran did come due; whether it is caught up or skipped is not
 # stated (decisions.md records skipping as the reference host's choice). This host catches
 # it up once, right after the handshake, as a new run (runAt cleared as when it fires).
+_MISSED: weakref.WeakKeyDictionary[Tasks, list[str]] = weakref.WeakKeyDictionary()
+
+
 @variant("missed-tasks-run-at-start")
 def _missed_tasks_run_at_start() -> None:
     schedule_all = Tasks.schedule_all
@@ -250,7 +254,7 @@ def _missed_tasks_run_at_start() -> None:
     async def schedule_with_catch_up(self: Tasks) -> None:
         await schedule_all(self)
         now = self.host.clock.now_ms()
-        self.missed = [  # type: ignore[attr-defined]
+        _MISSED[self] = [
             row["id"]
             for row in await self.host.storage.list_tasks()
             if row["enabled"] and row["run_at"] is not None and row["run_at"] <= now
@@ -258,9 +262,7 @@ def _missed_tasks_run_at_start() -> None:
 
     async def initialize_then_catch_up(self: Host, params: dict[str, Any]) -> dict[str, Any]:
         result = await initialize(self, params)
-        missed = getattr(self.tasks, "missed", [])
-        self.tasks.missed = []  # type: ignore[attr-defined]
-        for task_id in missed:
+        for task_id in _MISSED.pop(self.tasks, []):
             asyncio.get_running_loop().create_task(self.tasks._fire(task_id))
         return result
 

@@ -250,7 +250,7 @@ def _announces_new_sessions() -> None:
             await insert(session)
             self.notify("session/updated", {"session": self.session_wire(session)})
 
-        self.storage.insert_session = insert_and_announce  # type: ignore[method-assign]
+        patch(self.storage, "insert_session", insert_and_announce)
 
     patch(Host, "__init__", announcing)
 

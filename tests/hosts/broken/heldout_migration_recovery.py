@@ -14,6 +14,7 @@ that a crash cut short becomes).
 from __future__ import annotations
 
 import re
+import weakref
 from typing import Any
 
 from hosts.registry import BrokenCase, patch, variant
@@ -22,6 +23,12 @@ from reference_host.host import Host
 from reference_host.storage import Storage
 from reference_host.tasks import Tasks
 from reference_host.turns import TurnRunner, answered_only
+
+# what a variant learnt about a store, kept beside it rather than on it
+_MIGRATED: weakref.WeakSet[Storage] = weakref.WeakSet()
+_RESTORED_TURNS: weakref.WeakKeyDictionary[Storage, list[tuple[str, str]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 _TITLE_EXPRESSION = (
     "CASE WHEN json_valid(proposal_json)\n"
@@ -144,11 +151,12 @@ def _migrated_tasks_not_armed() -> None:
     schedule_all = Tasks.schedule_all
 
     async def _prepare_schema(self: Storage) -> None:
-        self._migrated = await self.user_version() == migration.V8  # type: ignore[attr-defined]
+        if await self.user_version() == migration.V8:
+            _MIGRATED.add(self)
         await prepare(self)
 
     async def schedule_all_unless_migrated(self: Tasks) -> None:
-        if getattr(self.host.storage, "_migrated", False):
+        if self.host.storage in _MIGRATED:
             return
         await schedule_all(self)
 
@@ -265,12 +273,12 @@ def _active_turn_restored_before_recovery() -> None:
         async with self._conn.execute(
             "SELECT session_id, id FROM turns WHERE state = 'active'"
         ) as cursor:
-            self._restored_turns = [(r[0], r[1]) for r in await cursor.fetchall()]  # type: ignore[attr-defined]
+            _RESTORED_TURNS[self] = [(r[0], r[1]) for r in await cursor.fetchall()]
         return await original(self, now)
 
     def __init__(self: Host, host_storage: Storage, *args: Any, **kwargs: Any) -> None:
         init(self, host_storage, *args, **kwargs)
-        for session_id, turn_id in getattr(host_storage, "_restored_turns", []):
+        for session_id, turn_id in _RESTORED_TURNS.get(host_storage, []):
             self.set_activity(session_id, active_turn_id=turn_id)
 
     patch(Storage, "recover", recover)
