@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
 
+import jsonschema_rs
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 from referencing import Registry, Resource
@@ -156,18 +157,54 @@ def _registry() -> Registry[Any]:
 
 
 @cache
-def _validator(relative: str, definition: str) -> Draft202012Validator:
+def _compiled_registry() -> jsonschema_rs.Registry:
+    documents = (load_json(relative) for relative in (_TYPES, _ENVELOPE))
+    return jsonschema_rs.Registry([(contents["$id"], contents) for contents in documents])
+
+
+def _first_error(validator: Draft202012Validator, instance: Any) -> ValidationError | None:
+    """``jsonschema``'s error at the first path in document order, or None."""
+    errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
+    return errors[0] if errors else None
+
+
+@dataclass(frozen=True)
+class SchemaCheck:
+    """One definition's two validators.
+
+    The compiled one (``jsonschema-rs``) only says whether a message is valid, at a
+    fraction of the cost; ``jsonschema`` judges every message the compiled one refuses,
+    and gives the reason and pointer a report shows. A message is valid when either
+    accepts it: they differ only in a few regular-expression corners (``jsonschema``
+    uses Python's ``re``, where ``$`` also matches before a final newline and ``\\s``
+    also matches U+001C-U+001F and U+0085; JSON Schema's dialect is ECMA-262's).
+    """
+
+    reference: Draft202012Validator
+    compiled: jsonschema_rs.Validator
+
+    def first_error(self, instance: Any) -> ValidationError | None:
+        """The first error in document order, or None when ``instance`` is valid."""
+        try:
+            if self.compiled.is_valid(instance):
+                return None
+        except (ValueError, TypeError, OverflowError):
+            pass  # e.g. a lone surrogate, which has no UTF-8 form: jsonschema decides
+        return _first_error(self.reference, instance)
+
+
+@cache
+def _validator(relative: str, definition: str) -> SchemaCheck:
     # references inlined: the same schema, checked without a registry lookup per $ref
-    return Draft202012Validator(inlined(relative, definition), registry=_registry())
+    schema = inlined(relative, definition)
+    return SchemaCheck(
+        Draft202012Validator(schema, registry=_registry()),
+        jsonschema_rs.Draft202012Validator(schema, registry=_compiled_registry()),
+    )
 
 
 def _pointer(error: ValidationError, prefix: str) -> str:
     return prefix + "".join(f"/{part}" for part in error.absolute_path)
-
-
-def _first_error(validator: Draft202012Validator, instance: Any) -> ValidationError | None:
-    errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
-    return errors[0] if errors else None
 
 
 class ContractChecker:
@@ -208,7 +245,7 @@ class ContractChecker:
         """Check a message from the host; ``request_method`` names what a response answers."""
         if not isinstance(message, dict):
             return Violation("host-to-client", None, "", "not a JSON object", raw)
-        envelope = _first_error(_validator(_ENVELOPE, "HostMessage"), message)
+        envelope = _validator(_ENVELOPE, "HostMessage").first_error(message)
         if envelope is not None:
             return Violation(
                 "host-to-client",
@@ -229,7 +266,7 @@ class ContractChecker:
         if request_method is None or request_method not in self._methods:
             return None
         definition = self._methods[request_method]["result"]
-        error = _first_error(_validator(_TYPES, definition), message["result"])
+        error = _validator(_TYPES, definition).first_error(message["result"])
         if error is None:
             return None
         return Violation(
@@ -293,13 +330,13 @@ class ContractChecker:
         text = raw if raw is not None else json.dumps(message, ensure_ascii=False)
         method = message.get("method")
         if envelope_def is not None:
-            envelope = _first_error(_validator(_ENVELOPE, envelope_def), message)
+            envelope = _validator(_ENVELOPE, envelope_def).first_error(message)
             if envelope is not None:
                 return Violation(direction, method, _pointer(envelope, ""), envelope.message, text)
         entry = self._methods.get(method) if isinstance(method, str) else None
         if entry is None or entry["kind"] != kind:
             return Violation(direction, method, "/method", f"no published {kind} {method!r}", text)
-        error = _first_error(_validator(_TYPES, entry[schema_key]), message.get(member, {}))
+        error = _validator(_TYPES, entry[schema_key]).first_error(message.get(member, {}))
         if error is None:
             return None
         return Violation(direction, method, _pointer(error, f"/{member}"), error.message, text)

@@ -28,8 +28,13 @@ def _by_reference(relative: str, definition: str) -> Draft202012Validator:
     )
 
 
-def _verdict(validator: Draft202012Validator, instance: Any) -> tuple[str, str] | None:
-    error = contract._first_error(validator, instance)
+def _verdict(
+    validator: Draft202012Validator | contract.SchemaCheck, instance: Any
+) -> tuple[str, str] | None:
+    if isinstance(validator, contract.SchemaCheck):
+        error = validator.first_error(instance)
+    else:
+        error = contract._first_error(validator, instance)
     return None if error is None else (contract._pointer(error, ""), error.message)
 
 
