@@ -385,9 +385,15 @@ def open_refused(world: World, code: str) -> None:
     world.plan.read_outcome = outcome
     if outcome.error is None:
         content = artifact_bytes(outcome.require_result()["contentBase64"])
+        record = approval["artifact"]
+        if hashlib.sha256(content).hexdigest() == record["sha256"]:
+            raise AssertionError(
+                f"opening the plan returned the {len(content)} bytes of the record, which the "
+                "file no longer holds: each read checks the file as it is now"
+            )
         raise AssertionError(
             f"opening the plan returned {len(content)} bytes that disagree with the record "
-            f"({approval['artifact']['byteSize']} bytes, SHA-256 {approval['artifact']['sha256']})"
+            f"({record['byteSize']} bytes, SHA-256 {record['sha256']})"
         )
     assert outcome.error.canonical == code, (
         f"opening the plan was answered with {outcome.error.canonical}, not {code}"

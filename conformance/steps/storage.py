@@ -204,7 +204,8 @@ def stored_values_unchanged(world: World) -> None:
     assert before, "nothing was read from storage before the restart"
     changes = changed_values(before, world.storage().values())
     assert not changes, (
-        "a restart with nothing to recover changed stored values (a boot epoch is stored): "
+        "a restart with nothing to recover changed stored values, which it may not do "
+        "(not even to note the start): "
         + "; ".join(changes[:10])
     )
 

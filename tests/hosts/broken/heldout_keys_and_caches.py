@@ -473,7 +473,7 @@ CASES = [
         "artifact_integrity",
         "plan_opened_before_its_file_changed",
         "P13",
-        "opening the plan returned",
+        "which the file no longer holds",
     ),
     BrokenCase(
         "provider-config-per-base-url",
