@@ -73,6 +73,14 @@ Feature: Sessions are isolated from each other
       And the user allows the question of the first session
       Then the first session's write ran and the second session's question still waits
 
+    @R5.9 @P7
+    Scenario: Two sessions asking for permission at once each get their own question when the models name their calls alike
+      Given the model will ask to write a file in each session, naming both calls alike
+      When the user prompts both sessions
+      And both sessions ask for permission
+      And the user allows the question of the first session
+      Then the first session's write ran and the second session's question still waits
+
     @R5.9
     Scenario: Two sessions running commands at once each hear only their own output
       Given both sessions run commands without asking

@@ -23,7 +23,7 @@ from conformance.capabilities import require_fault_point
 from conformance.client import HostClient, Predicate
 from conformance.messages import request_text
 from conformance.mock_provider import ScriptedToolCall, StallReply, TextReply, ToolCallsReply
-from conformance.steps.plan import snapshot
+from conformance.steps.plan import REUSED_CALL_ID, snapshot
 from conformance.steps.requests import granted
 from conformance.steps.sessions import (
     MODES,
@@ -760,16 +760,29 @@ def prompt_both(world: World) -> None:
     _started(world, OTHER, "Describe the second project.")
 
 
-@given("the model will ask to write a file in each session")
-def writes_in_both(world: World) -> None:
+def _writes_in_both(world: World, call_id: str | None) -> None:
     # The model thinks until both sessions have asked it, so both turns are under way
     # before either question is put.
+    first = ScriptedToolCall("Write", {"path": "first.txt", "content": "1\n"}, call_id)
+    second = ScriptedToolCall("Write", {"path": "second.txt", "content": "2\n"}, call_id)
     world.provider.enqueue(
-        StallReply(calls=(ScriptedToolCall("Write", {"path": "first.txt", "content": "1\n"}),)),
-        StallReply(calls=(ScriptedToolCall("Write", {"path": "second.txt", "content": "2\n"}),)),
+        StallReply(calls=(first,)),
+        StallReply(calls=(second,)),
         TextReply("The first file is written."),
         TextReply("The second file was not written."),
     )
+
+
+@given("the model will ask to write a file in each session")
+def writes_in_both(world: World) -> None:
+    _writes_in_both(world, None)
+
+
+@given("the model will ask to write a file in each session, naming both calls alike")
+def writes_in_both_named_alike(world: World) -> None:
+    # Some providers number each message's calls from one, so two sessions' models can
+    # give their calls one id at the same time.
+    _writes_in_both(world, REUSED_CALL_ID)
 
 
 @given("both sessions ask for permission")

@@ -205,8 +205,7 @@ def stored_values_unchanged(world: World) -> None:
     changes = changed_values(before, world.storage().values())
     assert not changes, (
         "a restart with nothing to recover changed stored values, which it may not do "
-        "(not even to note the start): "
-        + "; ".join(changes[:10])
+        "(not even to note the start): " + "; ".join(changes[:10])
     )
 
 

@@ -5,10 +5,11 @@ hold the rule and nothing more."""
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 from hosts.registry import AllowedCase, patch, variant
-from reference_host import rpc, server, turns
+from reference_host import permissions, rpc, server, turns
 from reference_host.errors import HostError
 from reference_host.host import Host
 from reference_host.tasks import Tasks
@@ -25,6 +26,20 @@ def _lines_end_with_cr_lf() -> None:
         return encode(message) + b"\r"
 
     patch(server, "encode", encode_with_cr)
+
+
+@variant("permission-ids-are-uuids")
+def _permission_ids_are_uuids() -> None:
+    # P7: a requestId is an Id, "an opaque identifier chosen by the host", and names one
+    # question among all sessions. This host gives each question a UUID, without a prefix.
+    new_id = permissions.new_id
+
+    def uuid_for_questions(prefix: str) -> str:
+        if prefix != "perm":
+            return new_id(prefix)
+        return str(uuid.uuid4())
+
+    patch(permissions, "new_id", uuid_for_questions)
 
 
 @variant("lists-newest-first")
@@ -127,6 +142,11 @@ CASES = [
         "lines-end-with-cr-lf",
         "handshake,protocol_errors,sessions",
         why="a CR before a line's newline is tolerated (P5); every check reads the line alike",
+    ),
+    AllowedCase(
+        "permission-ids-are-uuids",
+        "isolation,approval,turn_boundaries",
+        why="a permission requestId is any opaque Id that names one question (P7)",
     ),
     AllowedCase(
         "lists-newest-first",

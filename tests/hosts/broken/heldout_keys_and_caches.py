@@ -6,8 +6,8 @@ once and then changed on disk is refused when opened again (P13); the model of a
 changed after its first turn reaches the next request (R5.6); two tasks of one name both
 run (P29, a sentence now says names need not be unique); and two sessions of one project
 keep their own plan deadlines (R3.11), their own models and their own running turns
-(R5.9). Open: permission-id-is-the-call-id, because the harness's scripted model gives
-every tool call an id of its own, so two questions never share a call id.
+(R5.9). permission-id-is-the-call-id is caught since a scenario has two sessions' models
+give their calls one id at once (P7: a requestId names one question among all sessions).
 """
 
 from __future__ import annotations
@@ -433,6 +433,13 @@ def _expiry_timer_per_workspace_root() -> None:
 
 
 CASES = [
+    BrokenCase(
+        "permission-id-is-the-call-id",
+        "isolation",
+        "name_their_calls_alike",
+        "R5.9",
+        "both sessions' permission questions carry the id",
+    ),
     BrokenCase(
         "approval-id-from-title",
         "artifact_integrity",
