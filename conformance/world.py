@@ -145,6 +145,7 @@ class RestartObservation:
     approvals_before: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     approvals_after: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     stored_before: dict[str, dict[str, tuple[Any, ...]]] = field(default_factory=dict)
+    commands_before: dict[str, tuple[Any, ...]] | None = None  # command_audit at a crash
     answers_before: dict[str, Any] = field(default_factory=dict)  # read -> its result
     workspace_before: dict[str, str] = field(default_factory=dict)
     refused: list[Any] | None = None  # what a restarted host wrote before it stopped unasked

@@ -135,6 +135,15 @@ Feature: A restart interrupts, and never replays
         | stops                    |
         | crashes and starts again |
 
+    @R4.10 @C5 @subprocess_only
+    Scenario: A crash leaves the record of the command it cut short as it was
+      Given a plan titled "Append once" is awaiting approval
+      And the model will run a command during the execution that appends to a log and keeps running
+      And the user approved the plan with permission mode auto
+      And the command has written to the log
+      When the host crashes and starts again while the command it ran lives on
+      Then the record of the command the crash cut short is as it was
+
   Rule: Finished work stays as it was (§4)
 
     @R4.10

@@ -33,6 +33,7 @@ from conformance.steps.plan import snapshot
 from conformance.steps.requests import granted, mock_provider, plain
 from conformance.steps.sessions import MODES, read_session, session_id
 from conformance.steps.shell import wait_command_line
+from conformance.storage_contract import changed_values
 from conformance.world import SecondHost, World, need
 
 INTERRUPTED_CODE = "TURN_INTERRUPTED"
@@ -264,6 +265,7 @@ def switched_mode(world: World, mode: str) -> None:
 @when("the host crashes and starts again while the command it ran lives on")
 def crash_leaving_command(world: World) -> None:
     world.provider.set_fallback(None)
+    world.restart_seen.commands_before = world.storage().values().get("command_audit", {})
     world.stop_host(crash=True, leave_commands=True)
     world.provider.release_stalls()
     world.start_host()
@@ -284,6 +286,19 @@ def restarted_host_serves(world: World) -> None:
         "not survive it, also while a command the crashed host started still runs"
     )
     assert read_session(world)["sessionId"] == session_id(world)
+
+
+@then("the record of the command the crash cut short is as it was")
+@verifies("R4.10")
+def crashed_command_record_kept(world: World) -> None:
+    before = world.restart_seen.commands_before
+    assert before is not None, "command_audit was not read before the crash"
+    after = world.storage().values().get("command_audit", {})
+    changes = changed_values({"command_audit": before}, {"command_audit": after})
+    assert not changes, (
+        "the restart changed the record of a command the crash cut short; the startup "
+        "recovery changes approvals, executions and turns only: " + "; ".join(changes[:10])
+    )
 
 
 def _stored_at_first_answer(world: World, approval_id: str) -> dict[str, Any]:

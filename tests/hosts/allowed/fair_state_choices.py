@@ -3,7 +3,9 @@ contract alone."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import contextvars
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
@@ -17,6 +19,7 @@ from reference_host.options import DEFAULT_COMMAND_TIMEOUT_MS
 from reference_host.permissions import PermissionBroker
 from reference_host.storage import Storage
 from reference_host.tasks import Tasks
+from reference_host.turns import TurnRunner
 
 Held = dict[str, list[tuple[str, dict[str, Any]]]]
 
@@ -346,6 +349,54 @@ def _default_shell_stored_at_start() -> None:
     patch(Host, "initialize", storing_default)
 
 
+_RUNNER: contextvars.ContextVar[TurnRunner] = contextvars.ContextVar("runner")
+_WRITES: set[asyncio.Task[None]] = set()  # held until done, as the loop keeps weak ones
+
+
+def record_commands_at_start() -> None:
+    """Write each command's command_audit row when it starts; its end completes the row."""
+    bash = TurnRunner._bash
+    run_command = turns.run_command
+
+    async def bash_in_context(self: TurnRunner, *args: Any, **kwargs: Any) -> Any:
+        _RUNNER.set(self)
+        return await bash(self, *args, **kwargs)
+
+    async def recorded(*args: Any, **kwargs: Any) -> Any:
+        runner = _RUNNER.get()
+        started_at = kwargs["clock"].now_ms()
+
+        def on_start(command_id: str) -> None:
+            row = {
+                "id": command_id,
+                "session_id": kwargs["session_id"],
+                "turn_id": kwargs["turn_id"],
+                "shell_id": kwargs["shell"].shell_id,
+                "shell_path": kwargs["shell"].path,
+                "command": kwargs["command"],
+                "cwd": kwargs["cwd"],
+                "started_at": started_at,
+            }
+            # an upsert of the start's columns only: landing after the end loses nothing
+            write = asyncio.get_running_loop().create_task(runner.host.storage.record_command(row))
+            _WRITES.add(write)
+            write.add_done_callback(_WRITES.discard)
+
+        return await run_command(*args, **kwargs, on_start=on_start)
+
+    patch(TurnRunner, "_bash", bash_in_context)
+    patch(turns, "run_command", recorded)
+
+
+@variant("commands-recorded-at-start")
+def _commands_recorded_at_start() -> None:
+    # C5: command_audit holds each command and "what command/exited reported"; when the row
+    # is first written is not stated. This host writes it when the command starts (ended_at
+    # empty) and completes it at the end, so a crash leaves an open row, which the startup
+    # recovery, whose changes the contract lists, leaves as it is.
+    record_commands_at_start()
+
+
 CASES = [
     AllowedCase(
         "execution-running-before-turn-started",
@@ -401,6 +452,11 @@ CASES = [
         "one-shell-per-executable",
         "shell",
         why="which shells a host offers and their ids are the host's (R7.6)",
+    ),
+    AllowedCase(
+        "commands-recorded-at-start",
+        "shell,restart_interruption,isolation",
+        why="when a command's command_audit row is first written is the host's (C5)",
     ),
     AllowedCase(
         "default-shell-stored-at-start",

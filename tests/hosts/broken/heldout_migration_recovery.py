@@ -1,14 +1,16 @@
 """Broken hosts: a held-out set (the migration and startup recovery with varied data),
 written from the contract alone.
 
-Nine of these twelve went uncaught at first; eight of them are caught now. The v8 seeds
+Nine of these twelve went uncaught at first; all are caught now. The v8 seeds
 gained a decided approval without a decision time whose title is written with JSON
 escapes, approvals inserted out of time order and a `system` transcript row; two
 scenarios start on a v8 database of the scenario's project (its conversation goes on, its
 due task runs), one restart has a pending plan beside another session's queued execution,
-and one restarts again after the user left the Plan a recovery kept. Kept without a case:
-recovery-closes-open-commands (the contract does not say what the audit row of a command
-that a crash cut short becomes).
+and one restarts again after the user left the Plan a recovery kept. The ninth,
+recovery-closes-open-commands, is caught since a scenario compares a crashed command's
+record before and after the restart (the startup recovery changes approvals, executions
+and turns only). The reference host writes a command's row only when it ends, so the
+variant writes it at the start, as commands-recorded-at-start (allowed) does.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import re
 import weakref
 from typing import Any
 
+from hosts.allowed.fair_state_choices import record_commands_at_start
 from hosts.registry import BrokenCase, patch, variant
 from reference_host import migration, storage
 from reference_host.host import Host
@@ -286,11 +289,13 @@ def _active_turn_restored_before_recovery() -> None:
 
 
 # R4.10 / C5 (recovery changes only approvals, executions and turns; command_audit
-# holds what command/exited reported): the recovery also "closes" the audit rows of
-# commands the previous process left running, recording them cancelled with an end time,
-# though no command/exited ever reported them so (and the process may still run).
+# holds what command/exited reported): a host that writes each command's row when it
+# starts also "closes" at recovery the rows of commands the previous process left running,
+# recording them cancelled with an end time, though no command/exited ever reported them
+# so (and the process may still run).
 @variant("recovery-closes-open-commands")
 def _recovery_closes_open_commands() -> None:
+    record_commands_at_start()
     original = Storage.recover
 
     async def recover(self: Storage, now: int) -> tuple[int, int, int]:
@@ -307,6 +312,13 @@ def _recovery_closes_open_commands() -> None:
 
 
 CASES = [
+    BrokenCase(
+        "recovery-closes-open-commands",
+        "restart_interruption",
+        "crash_leaves_the_record_of_the_command",
+        "R4.10",
+        "the restart changed the record of a command the crash cut short",
+    ),
     BrokenCase(
         "legacy-null-feedback-as-empty",
         "migration",
