@@ -246,6 +246,7 @@ class WireExchange:
     answers: list[dict[str, Any]] = field(default_factory=list)
     refusal: dict[str, Any] | None = None  # the JSON-RPC error object of the last refusal
     held_before: dict[str, Any] | None = None  # what the host held before a refused request
+    reused_id: int | None = None  # an id the scenario sends again once it was answered
 
 
 @dataclass
@@ -266,6 +267,7 @@ class SessionsState:
     changed_to: dict[str, Any] = field(default_factory=dict)  # the last accepted change
     first_exchange: tuple[str, str] | None = None  # (user text, model answer)
     provider_mark: int = 0  # provider requests from the last prompt the steps sent
+    concurrent_responses: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -291,6 +293,7 @@ class TaskState:
     run: dict[str, Any] | None = None
     expected: dict[str, Any] | None = None  # every field the user gave the task, as sent
     earlier_run_at: int | None = None  # the time the task was due before it was moved
+    created_at: int | None = None  # the task's createdAt as first listed
     other_task_id: str | None = None  # a second task
     run_sessions: list[str] = field(default_factory=list)  # the sessions runs were given
     latest_run_at: int | None = None  # when the last of several tasks is due

@@ -191,6 +191,14 @@ Feature: Approving and rejecting a plan
       And the plan can still be approved with permission mode ask
 
     @R4.6
+    Scenario: A failure armed twice for approving fails only the next approval
+      Given the host will fail to commit the next approval
+      And the host was told a second time to fail the next approval
+      When the user approves the plan with permission mode auto
+      Then the request is refused with INTERNAL_ERROR
+      And the plan can be approved at the next attempt
+
+    @R4.6
     Scenario: A failure armed for approving leaves a rejection alone
       Given the host will fail to commit the next approval
       When the user rejects the plan

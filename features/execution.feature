@@ -30,6 +30,16 @@ Feature: Executing an approved plan
       When the user cancels the turn
       Then the execution was interrupted
 
+    @R4.4 @C6
+    Scenario: A plan whose execution was cancelled cannot be approved again
+      Given the model will take its time to carry out the plan
+      And the user approved the plan with permission mode auto
+      And the execution was running while the model worked
+      And the user cancelled the execution's turn
+      When a stale client approves the plan with permission mode auto
+      Then the request is refused with APPROVAL_NOT_PENDING
+      And no execution was started
+
     @R4.5
     Scenario: An execution whose turn fails is interrupted
       Given the model provider will refuse the request that carries out the plan

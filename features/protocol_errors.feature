@@ -66,6 +66,13 @@ Feature: Malformed input
         | the largest integer every client can hold  |
         | numbers that do not start at one           |
 
+    @P1
+    Scenario: An identifier used again once its request was answered gets a fresh answer
+      Given the client read the session under an identifier of its choosing
+      And the user switched the session to Plan mode
+      When the client reads the session again under the same identifier
+      Then the answer shows the session in Plan mode
+
   Rule: A frame above the announced limit is refused without harm (project rule)
 
     @P2

@@ -167,6 +167,15 @@ Feature: Scheduled tasks never plan unattended
       And the task is listed and stored as changed
 
     @P29
+    Scenario: A task changed an hour after it was listed is listed as changed and keeps the time it was created
+      Given a scheduled task in Agent mode for the project
+      And the user read the list of tasks
+      And an hour passed on the host clock
+      When the user changes every field of the task
+      Then the host reports the task as changed, created when it was
+      And the task is listed and stored as changed, created when it was
+
+    @P29
     Scenario: A task taken off the schedule is reported and kept without a time
       Given a scheduled task in Agent mode for the project
       And the task is due in 5 minutes
@@ -222,6 +231,15 @@ Feature: Scheduled tasks never plan unattended
       And the user switched the task on again
       When the time the task was due comes
       Then the task ran when its time came
+
+    @P29
+    Scenario: A task renamed before its time runs once when its time comes
+      Given a scheduled task in Agent mode for the project
+      And the task is due in 5 minutes
+      And the model will answer "The changelog is tidy." for the task
+      And the user renamed the task
+      When the time the task was due comes
+      Then the task ran once when its time came
 
     @P29
     Scenario: Two tasks due at the same time both run when that time comes

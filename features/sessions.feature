@@ -137,6 +137,24 @@ Feature: Sessions and their configuration
       When the user creates 25 sessions for the project
       Then the list of sessions shows every one of them as it is reported on its own
 
+  Rule: A session the host does not have cannot be read or changed (project rule P34)
+
+    @P34
+    Scenario Outline: A request for a session the host does not have is refused (<request>)
+      Given a session for the project
+      When the client asks for <request> of a session the host never made
+      Then the request is refused with SESSION_NOT_FOUND
+      And nothing the host holds has changed
+
+      Examples:
+        | request                  |
+        | the session              |
+        | the plans                |
+        | the conversation         |
+        | a cancel                 |
+        | a change of its mode     |
+        | a prompt                 |
+
   Rule: A session is bound to a valid project root or to none (§2)
 
     @R2.8

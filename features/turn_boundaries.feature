@@ -20,6 +20,14 @@ Feature: One active turn, configuration only while idle
       And the turn is still running
       And once the model answers, the turn completes as the only turn of the session
 
+    @R5.1
+    Scenario: Two prompts sent at once: one starts a turn, the other is refused as busy
+      Given a session for the project
+      And the model takes its time to answer
+      When the user sends two prompts at once
+      Then exactly one of the two prompts started a turn and the other was refused with SESSION_BUSY
+      And once the model answers, the turn completes as the only turn of the session
+
     @R5.1 @R4.9
     Scenario: A prompt while an approved plan waits to run is refused
       Given a plan titled "Waiting" is awaiting approval

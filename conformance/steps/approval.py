@@ -391,6 +391,22 @@ def arm_commit_fault(world: World) -> None:
     granted(world.rpc.arm_fault, "approvalCommit")
 
 
+@given("the host was told a second time to fail the next approval")
+def arm_commit_fault_again(world: World) -> None:
+    granted(world.rpc.arm_fault, "approvalCommit")
+
+
+@then("the plan can be approved at the next attempt")
+@verifies("R4.6")
+def approved_at_next_attempt(world: World) -> None:
+    outcome = approve(world, "ask")
+    assert outcome.error is None, (
+        f"the approve after the failed one was refused with {outcome.error.canonical}: a fault "
+        "armed twice fires once, as one armed once does"
+    )
+    _approved_and_done(world, "ask")
+
+
 # -- time ---------------------------------------------------------------------------------
 
 
@@ -993,6 +1009,11 @@ def still_pending(world: World, title: str) -> None:
 def can_still_approve(world: World, mode: str) -> None:
     outcome = approve(world, mode)
     outcome.require_result()
+    _approved_and_done(world, mode)
+
+
+def _approved_and_done(world: World, mode: str) -> None:
+    """The plan reads approved with ``mode``, and its execution has ended."""
     approval = read_back(world)
     assert approval["status"] == "approved" and approval["permissionMode"] == mode, approval
     world.wait_for(

@@ -23,6 +23,7 @@ from conformance.capabilities import require_fault_point
 from conformance.client import HostClient, Predicate
 from conformance.messages import request_text
 from conformance.mock_provider import ScriptedToolCall, StallReply, TextReply, ToolCallsReply
+from conformance.protocol_models import SessionPromptParams
 from conformance.steps.plan import REUSED_CALL_ID, snapshot
 from conformance.steps.requests import granted
 from conformance.steps.sessions import (
@@ -36,6 +37,7 @@ from conformance.steps.sessions import (
     remember_configuration,
     session_id,
     stored_session,
+    transcript_entries,
     unchanged_configuration,
     wait_turn_end,
 )
@@ -296,7 +298,7 @@ def conversations_apart(world: World) -> None:
             f"the other session's model was given {earlier!r} from the first session's "
             "conversation: each session has a conversation of its own, also on one project"
         )
-    entries = granted(world.rpc.session_transcript, session_id(world, OTHER)).entries
+    entries = transcript_entries(world, session_id(world, OTHER))
     kept = json.dumps([e.content for e in entries], ensure_ascii=False)
     for earlier in world.script.earlier_conversation:
         assert earlier not in kept, (
@@ -333,6 +335,38 @@ def answer_after_cancel(world: World) -> None:
     }
     response = world.rpc.call_message(message, check=False)
     world.outcome = Outcome.from_response("permission/respond", response)
+
+
+@when("the user sends two prompts at once")
+def prompt_twice(world: World) -> None:
+    # Both requests go out in one write, so they are built here, from the params model.
+    own = session_id(world)
+    messages = [
+        {
+            "jsonrpc": "2.0",
+            "id": world.rpc.next_id(),
+            "method": "session/prompt",
+            "params": SessionPromptParams(sessionId=own, text=text).model_dump(mode="json"),
+        }
+        for text in ("First of two.", "Second of two.")
+    ]
+    world.cursors.turn = world.mark()
+    before = world.boundary.provider_mark = len(world.provider.requests())
+    world.boundary.concurrent_responses = world.rpc.call_together(messages)
+    if any("result" in response for response in world.boundary.concurrent_responses):
+        world.provider.wait_for_requests(before + 1, timeout=world.timeout)
+
+
+@then("exactly one of the two prompts started a turn and the other was refused with SESSION_BUSY")
+@verifies("R5.1")
+def one_prompt_of_two(world: World) -> None:
+    responses = world.boundary.concurrent_responses
+    started = [r["result"]["turnId"] for r in responses if "result" in r]
+    refused = [r["error"]["data"]["code"] for r in responses if "error" in r]
+    assert len(started) == 1, f"{len(started)} of the two prompts started a turn: {responses}"
+    assert refused == ["SESSION_BUSY"], f"the other prompt was answered {responses}"
+    world.active_turn = started[0]
+    world.boundary.turn_owner[started[0]] = session_id(world)
 
 
 @when("the user tries to send another prompt")

@@ -443,6 +443,37 @@ def answers_carry_ids(world: World) -> None:
     assert not refused, f"the host refused requests for their identifiers: {refused}"
 
 
+def _read_session_as(world: World, request_id: int) -> dict[str, Any]:
+    assert "main" in world.sessions, "no session was created"
+    params = {"sessionId": world.sessions["main"]["sessionId"]}
+    message = {"jsonrpc": "2.0", "id": request_id, "method": "session/get", "params": params}
+    return world.rpc.call_message(message)
+
+
+@given("the client read the session under an identifier of its choosing")
+def read_under_chosen_id(world: World) -> None:
+    world.wire.reused_id = world.rpc.next_id()
+    answer = _read_session_as(world, world.wire.reused_id)
+    assert "result" in answer, f"the session could not be read: {answer}"
+
+
+@when("the client reads the session again under the same identifier")
+def read_under_same_id(world: World) -> None:
+    world.wire.answers = [_read_session_as(world, need(world.wire.reused_id, "identifier"))]
+
+
+@then("the answer shows the session in Plan mode")
+@verifies("P1")
+def fresh_answer(world: World) -> None:
+    (answer,) = world.wire.answers
+    assert "result" in answer, f"the read was refused: {answer}"
+    mode = answer["result"]["session"]["mode"]
+    assert mode == "plan", (
+        f"the read under an identifier used before shows mode {mode!r}: a request is served "
+        "afresh, also when its identifier was used for an earlier one"
+    )
+
+
 # -- the frame limit (P2) -----------------------------------------------------------------
 
 
@@ -756,6 +787,25 @@ def submit_out_of_range(world: World, value: str) -> None:
     method, params = requests[value]
     world.wire.held_before = held(world)
     exchange(world, method, params)
+
+
+_NEVER_MADE: Final = "ses_never_made_by_this_host"
+_FOR_UNKNOWN_SESSION: Final = {
+    "the session": ("session/get", {}),
+    "the plans": ("approval/list", {}),
+    "the conversation": ("session/transcript", {}),
+    "a cancel": ("session/cancel", {}),
+    "a change of its mode": ("session/configure", {"mode": "plan"}),
+    "a prompt": ("session/prompt", {"text": "Hello?"}),
+}
+
+
+@when(parsers.parse("the client asks for {request} of a session the host never made"))
+def ask_unknown_session(world: World, request: str) -> None:
+    assert request in _FOR_UNKNOWN_SESSION, f"no request called {request!r}"
+    method, params = _FOR_UNKNOWN_SESSION[request]
+    world.wire.held_before = held(world)
+    exchange(world, method, {"sessionId": _NEVER_MADE, **params})
 
 
 _NUMBERS: Final = {

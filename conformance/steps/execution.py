@@ -334,6 +334,12 @@ def execution_interrupted(world: World) -> None:
     assert ended["outcome"] == "cancelled", f"the cancelled execution turn ended {ended}"
 
 
+@given("the user cancelled the execution's turn")
+def cancelled_execution(world: World) -> None:
+    granted(world.rpc.cancel, session_id(world))
+    _execution_ended(world, "interrupted")
+
+
 @then("the execution's turn failed and the execution was interrupted")
 @verifies("R4.5")
 def execution_failed(world: World) -> None:

@@ -20,7 +20,7 @@ from conformance.messages import message_text
 from conformance.mock_provider import TextReply
 from conformance.steps.requests import granted, mock_provider, plain
 from conformance.steps.restart import prompt_and_wait
-from conformance.steps.sessions import session_id
+from conformance.steps.sessions import session_id, transcript_entries
 from conformance.steps.tasks import DUE_IN_MS, TASK_PROMPT, task_ran_at_its_time
 from conformance.storage_inspector import DB_FILE
 from conformance.storage_seed import (
@@ -295,7 +295,7 @@ def sessions_readable(world: World) -> None:
             "createdAt": created,
         }
         assert shown == expected, f"the migrated session {session_id} reads {shown}"
-        entries = granted(world.rpc.session_transcript, session_id).entries
+        entries = transcript_entries(world, session_id)
         read = [(e.turnId, e.role, e.content, e.createdAt) for e in entries]
         stored = [
             (turn, role, json.loads(content), at)

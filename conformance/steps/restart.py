@@ -31,7 +31,7 @@ from conformance.steps.approval import approve, plan_awaiting
 from conformance.steps.model import default_markdown, script_plan
 from conformance.steps.plan import snapshot
 from conformance.steps.requests import granted, mock_provider, plain
-from conformance.steps.sessions import MODES, read_session, session_id
+from conformance.steps.sessions import MODES, read_session, session_id, transcript_entries
 from conformance.steps.shell import wait_command_line
 from conformance.storage_contract import changed_values
 from conformance.world import SecondHost, World, need
@@ -541,7 +541,7 @@ def nothing_replayed(world: World) -> None:
 @then(parsers.parse('the session\'s conversation still holds the prompt "{text}"'))
 @verifies("R1.3")
 def prompt_kept(world: World, text: str) -> None:
-    entries = granted(world.rpc.session_transcript, session_id(world)).entries
+    entries = transcript_entries(world, session_id(world))
     told = [message_text(e.content) for e in entries]
     assert any(text in said for said in told), (
         f"the host's transcript lost the accepted prompt {text!r}: {entries}"

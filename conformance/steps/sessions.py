@@ -8,17 +8,18 @@ Every change is read back twice: over the protocol (``session/get``) and in stor
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, Final
 
 from pytest_bdd import given, parsers, then, when
 
-from conformance.blame import verifies
+from conformance.blame import blame, verifies
 from conformance.capabilities import Unverified
 from conformance.client import ABSENT, Absent, HarnessError, RpcError
 from conformance.drivers import DUMMY_API_KEY
 from conformance.mock_provider import CutStreamReply, HttpErrorReply, RawStreamReply, TextReply
-from conformance.protocol_models import Mode, PermissionMode, ProviderConfig
+from conformance.protocol_models import Mode, PermissionMode, ProviderConfig, TranscriptEntry
 from conformance.steps.requests import (
     announced_alike,
     field_differences,
@@ -154,6 +155,17 @@ def prompt(world: World, text: str, alias: str = "main") -> str:
     world.boundary.turn_owner[turn_id] = session_id(world, alias)
     world.boundary.turn_of[alias] = turn_id
     return turn_id
+
+
+def transcript_entries(world: World, session: str) -> list[TranscriptEntry]:
+    """``session/transcript`` of ``session``; its ``seq`` must increase from entry to entry."""
+    entries = granted(world.rpc.session_transcript, session).entries
+    seqs = [entry.seq for entry in entries]
+    with blame("R1.3"):
+        assert all(a < b for a, b in pairwise(seqs)), (
+            f"session/transcript's seq does not increase from entry to entry: {seqs}"
+        )
+    return list(entries)
 
 
 def wait_turn_end(world: World, turn_id: str, since: int = 0) -> dict[str, Any]:
@@ -683,7 +695,7 @@ def same_identity(world: World) -> None:
 @verifies("R1.3")
 def both_exchanges_stored(world: World) -> None:
     question, answer = need(world.boundary.first_exchange, "first exchange")
-    entries = granted(world.rpc.session_transcript, session_id(world)).entries
+    entries = transcript_entries(world, session_id(world))
     told = " ".join(str(entry.content) for entry in entries)
     for text in (question, answer, "Which one should change first?"):
         assert text in told, f"the session's transcript lost {text!r}: {entries}"
@@ -864,7 +876,7 @@ def turn_ended_failed(world: World, code: str) -> None:
 
 @then(parsers.parse('the agent answered "{text}"'))
 def agent_answered(world: World, text: str) -> None:
-    entries = granted(world.rpc.session_transcript, session_id(world)).entries
+    entries = transcript_entries(world, session_id(world))
     answers = [_texts(e.content.get("content")) for e in entries if e.role == "assistant"]
     assert answers and answers[-1] == text, f"the agent's last answer reads {answers[-1:]}"
 
@@ -980,7 +992,7 @@ def answer_shown_exactly(world: World) -> None:
 @verifies("P32")
 def transcript_on_host_clock(world: World) -> None:
     now = granted(world.rpc.clock_get).now  # the clock stood still since it was moved
-    entries = granted(world.rpc.session_transcript, session_id(world)).entries
+    entries = transcript_entries(world, session_id(world))
     assert entries, "the conversation left no transcript entry"
     off = [(e.role, e.createdAt) for e in entries if e.createdAt != now]
     assert not off, (
@@ -995,7 +1007,7 @@ def transcript_on_host_clock(world: World) -> None:
 @then("the session's transcript lists its entries in the order they were made")
 @verifies("R1.3")
 def transcript_in_order(world: World) -> None:
-    entries = granted(world.rpc.session_transcript, session_id(world)).entries
+    entries = transcript_entries(world, session_id(world))
     rows = sorted(
         world.storage().rows("transcript", "session_id = ?", (session_id(world),)),
         key=lambda row: row["id"],

@@ -717,6 +717,28 @@ def task_ran_at_its_time(world: World) -> None:
     _check_run_announcements(world, task_id, run, None)
 
 
+@then("the task ran once when its time came")
+@verifies("P29")
+def task_ran_once(world: World) -> None:
+    task_id = _task_id(world)
+    _finished(world, lambda p: p["run"]["taskId"] == task_id and p["run"]["outcome"] != "running")
+    granted(world.rpc.list_sessions)  # a round trip: whatever the clock move started shows
+    finished = {
+        n["params"]["run"]["runId"]
+        for n in world.notifications("task/runFinished", world.cursors.turn)
+        if n["params"]["run"]["taskId"] == task_id
+    }
+    stored = [
+        r["id"] for r in world.storage().rows("scheduled_task_runs", "task_id = ?", (task_id,))
+    ]
+    calls = len(world.provider.requests()) - world.cursors.provider_turn
+    assert (len(finished), len(stored), calls) == (1, 1, 1), (
+        f"the task ran more than once when its time came: {len(finished)} run(s) announced, "
+        f"{len(stored)} stored, {calls} model request(s)"
+    )
+    task_ran_at_its_time(world)
+
+
 def _did_not_run(world: World, which: str) -> None:
     """No trace of a run since the scenario's mark (the clock move that would have started
     it answered only after the host fired what was due)."""
@@ -994,6 +1016,17 @@ def switch_task_off(world: World) -> None:
     world.tasks.task = plain(granted(world.rpc.update_task, _task_id(world), enabled=False).task)
 
 
+@given("the user renamed the task")
+def rename_task(world: World) -> None:
+    before = need(world.tasks.task, "scheduled task")
+    task = plain(granted(world.rpc.update_task, _task_id(world), name="Tidy the changelog").task)
+    assert task["runAt"] == before["runAt"], (
+        f"renamed alone, the task is due at {task['runAt']}, not {before['runAt']}: a "
+        "task/update keeps the fields it leaves out"
+    )
+    world.tasks.task = task
+
+
 @given("the user switched the task on again")
 def switch_task_on(world: World) -> None:
     runs_at = need(world.tasks.task, "scheduled task")["runAt"]
@@ -1034,21 +1067,53 @@ def task_still_switched_on(world: World) -> None:
     assert stored == 1, f"after its refused run scheduled_tasks holds enabled = {stored}"
 
 
-@then(parsers.re(r"the host reports the task as (it was created|changed)"))
+@given("the user read the list of tasks")
+def read_task_list(world: World) -> None:
+    listed = [t for t in granted(world.rpc.list_tasks).tasks if t.taskId == _task_id(world)]
+    assert len(listed) == 1, f"task/list shows the task {len(listed)} times"
+    world.tasks.created_at = listed[0].createdAt
+
+
+@given("an hour passed on the host clock")
+def an_hour_passed(world: World) -> None:
+    granted(world.rpc.clock_advance, 3_600_000)
+
+
+def _with_creation_time(world: World, created: str | None) -> None:
+    """Expect the task's ``createdAt`` too, as the task was created."""
+    if created:
+        expected = need(world.tasks.expected, "the fields the user gave")
+        created_at = need(world.tasks.created_at, "the task as first listed")
+        world.tasks.expected = {**expected, "createdAt": created_at}
+
+
+@then(
+    parsers.re(
+        r"the host reports the task as (it was created|changed)(?P<created>, created when it was)?$"
+    )
+)
 @verifies("P29")
-def task_answer_as_given(world: World) -> None:
+def task_answer_as_given(world: World, created: str | None) -> None:
+    _with_creation_time(world, created)
     _compare_task(need(world.tasks.task, "the host's answer"), "the host's answer", world)
 
 
-@then(parsers.re(r"the task is listed and stored as (it was created|changed)"))
+@then(
+    parsers.re(
+        r"the task is listed and stored as (it was created|changed)"
+        r"(?P<created>, created when it was)?$"
+    )
+)
 @verifies("P29")
-def task_listed_and_stored_as_given(world: World) -> None:
+def task_listed_and_stored_as_given(world: World, created: str | None) -> None:
+    _with_creation_time(world, created)
     _compare_task(_task_now(world), "task/list", world)
     expected = need(world.tasks.expected, "the fields the user gave")
     rows = world.storage().rows("scheduled_tasks", "id = ?", (_task_id(world),))
     assert len(rows) == 1, f"scheduled_tasks holds {len(rows)} rows for the task"
     row = rows[0]
     stored = {field: row[column] for field, column in _STORED.items()}
+    stored["createdAt"] = row["created_at"]
     stored["enabled"] = bool(stored["enabled"])
     stored["provider"] = {"baseUrl": row["provider_base_url"], "model": row["model"]}
     wrong = {k: (stored[k], v) for k, v in expected.items() if stored[k] != v}

@@ -26,7 +26,7 @@ from conformance.mock_provider import RecordedRequest, TextReply
 from conformance.steps.model import script_calls, tool_call
 from conformance.steps.plan import check_one_result, check_refusal
 from conformance.steps.requests import granted
-from conformance.steps.sessions import read_session, session_id
+from conformance.steps.sessions import read_session, session_id, transcript_entries
 from conformance.world import World, need
 
 PLAN_TOOLS = sorted(
@@ -332,7 +332,7 @@ def summary_in_later_turn(world: World) -> None:
 @then("the session's transcript still holds the earlier conversation")
 @verifies("R1.3")
 def transcript_keeps_conversation(world: World) -> None:
-    entries = granted(world.rpc.session_transcript, session_id(world)).entries
+    entries = transcript_entries(world, session_id(world))
     read = [(e.turnId, e.role, e.content, e.createdAt) for e in entries]
     rows = world.storage().rows("transcript", "session_id = ?", (session_id(world),))
     stored = [(r["turn_id"], r["role"], json.loads(r["content"]), r["created_at"]) for r in rows]
