@@ -118,6 +118,7 @@ Feature: What the agent may do while planning
         | case                          | pattern   | found                               | left out                          |
         | one folder's files            | src/*.py  | "src/cache.py" and "src/store.py"   | "src/sub/deep.py" and "README.md" |
         | the top level's files         | *.md      | "README.md"                         | "docs/guide.md"                   |
+        | a named folder's files        | docs/*.md | "docs/guide.md"                     | "README.md"                       |
         | every folder's files          | **/*.py   | "src/cache.py" and "src/sub/deep.py" | "README.md" and "docs/guide.md"   |
         | a hidden folder's files       | **/*.yml  | ".github/ci.yml"                    | "src/cache.py"                    |
 
