@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from pytest_bdd import given, parsers, then, when
 
-from conformance.blame import blame, verifies
+from conformance.blame import verifies
 from conformance.capabilities import Unverified
 from conformance.client import ABSENT, Absent, HarnessError, RpcError
 from conformance.drivers import DUMMY_API_KEY
@@ -161,10 +161,9 @@ def transcript_entries(world: World, session: str) -> list[TranscriptEntry]:
     """``session/transcript`` of ``session``; its ``seq`` must increase from entry to entry."""
     entries = granted(world.rpc.session_transcript, session).entries
     seqs = [entry.seq for entry in entries]
-    with blame("R1.3"):
-        assert all(a < b for a, b in pairwise(seqs)), (
-            f"session/transcript's seq does not increase from entry to entry: {seqs}"
-        )
+    assert all(a < b for a, b in pairwise(seqs)), (
+        f"session/transcript's seq does not increase from entry to entry: {seqs}"
+    )
     return list(entries)
 
 

@@ -413,6 +413,6 @@ CASES = [
         "sessions",
         "a_conversation_keeps_its_order_when_the_clock",
         "R1.3",
-        "session/transcript lists",
+        "seq does not increase from entry to entry",
     ),
 ]
