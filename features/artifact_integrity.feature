@@ -319,6 +319,19 @@ Feature: Immutable host-written plan artifacts
       And no approval exists
 
     @R2.10 @R2.12
+    Scenario Outline: The model submits the plan again after <action> its file failed, and it awaits approval
+      Given a session for the project in Plan mode
+      And <action> the next plan file will fail
+      And the model will try to submit a plan titled "Try again", and submit it again once that failed
+      When the user asks for a plan
+      Then the second submission of "Try again" awaits approval
+
+      Examples:
+        | action   |
+        | writing  |
+        | flushing |
+
+    @R2.10 @R2.12
     Scenario: A failed flush creates no approval
       Given a session for the project in Plan mode
       And flushing the next plan file will fail

@@ -40,6 +40,14 @@ Feature: Executing an approved plan
       Then the request is refused with APPROVAL_NOT_PENDING
       And no execution was started
 
+    @C8
+    Scenario: An execution held back stays queued while another session plans and the clock moves
+      Given the host will hold back the next approved execution
+      And another session has a plan awaiting approval
+      And the user approved the plan with permission mode auto
+      When the host clock moves on a minute
+      Then the approved plan is still queued and nothing of it has started
+
     @R4.5
     Scenario: An execution whose turn fails is interrupted
       Given the model provider will refuse the request that carries out the plan

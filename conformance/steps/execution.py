@@ -13,6 +13,7 @@ from typing import Any
 from pytest_bdd import given, parsers, then, when
 
 from conformance.blame import blame, verifies
+from conformance.capabilities import require_fault_point
 from conformance.messages import message_text, request_answering
 from conformance.mock_provider import (
     HttpErrorReply,
@@ -332,6 +333,38 @@ def execution_completed(world: World) -> None:
 def execution_interrupted(world: World) -> None:
     ended = _execution_ended(world, "interrupted")
     assert ended["outcome"] == "cancelled", f"the cancelled execution turn ended {ended}"
+
+
+@given("the host will hold back the next approved execution")
+def hold_next_execution(world: World) -> None:
+    require_fault_point(world, "holdExecution")
+    granted(world.rpc.arm_fault, "holdExecution")
+
+
+@then("the approved plan is still queued and nothing of it has started")
+@verifies("C8")
+def still_held(world: World) -> None:
+    approved = need(world.plan.approved, "approve result")["approval"]
+    granted(world.rpc.list_sessions)  # a round trip: whatever the clock move started shows
+    approval = read_back(world)
+    assert approval["executionState"] == "queued", (
+        f"the held execution reads {approval['executionState']}: a held execution stays "
+        "queued until the host stops, whatever else happens meanwhile"
+    )
+    own = session_id(world)
+    started = [
+        n["params"]
+        for n in world.notifications("turn/started", world.cursors.approve)
+        if n["params"]["sessionId"] == own
+    ]
+    assert not started, f"the held execution's turn started: {started}"
+    running = [
+        n["params"]
+        for n in world.notifications("execution/updated", world.cursors.approve)
+        if n["params"]["executionId"] == approved["executionId"]
+        and n["params"]["executionState"] != "queued"
+    ]
+    assert not running, f"the held execution was announced {running}"
 
 
 @given("the user cancelled the execution's turn")

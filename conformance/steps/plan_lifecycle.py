@@ -25,6 +25,7 @@ from conformance.steps.plan import (
     results_of_call,
     run_prompt,
     snapshot,
+    tool_results,
 )
 from conformance.steps.requests import granted, permission_mode, plain
 from conformance.steps.sessions import read_session, session_id
@@ -107,6 +108,33 @@ def turn_ended_by_submission(world: World) -> None:
 def model_tries_to_submit(world: World, title: str) -> None:
     arguments = {"title": title, "markdown": f"# {title}\n", "question": "Go?"}
     script_calls(world, tool_call(world, "SubmitPlan", arguments))
+
+
+@given(
+    parsers.parse(
+        'the model will try to submit a plan titled "{title}", and submit it again once that failed'
+    )
+)
+def model_submits_twice(world: World, title: str) -> None:
+    # A failed call does not end the turn: the model is told and may call SubmitPlan again.
+    arguments = {"title": title, "markdown": f"# {title}\n", "question": "Go?"}
+    script_calls(world, tool_call(world, "SubmitPlan", arguments), answer=None)
+    script_calls(world, tool_call(world, "SubmitPlan", arguments))
+
+
+@then(parsers.parse('the second submission of "{title}" awaits approval'))
+@verifies("R2.12")
+def second_submission_awaits(world: World, title: str) -> None:
+    results = tool_results(world, "SubmitPlan")
+    statuses = [(r["status"], (r.get("error") or {}).get("code")) for r in results]
+    assert statuses[1:] == [("ok", None)], (
+        f"the SubmitPlan calls ended {statuses}: once its fault has fired, a second SubmitPlan "
+        "in the same Plan turn is stored"
+    )
+    approvals = _approvals(world)
+    assert [(a.title, a.status) for a in approvals] == [(title, "pending")], (
+        f"the host lists approvals {[(a.title, a.status) for a in approvals]}"
+    )
 
 
 @then(parsers.parse("the only approval is the one for {title}"))

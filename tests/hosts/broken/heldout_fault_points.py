@@ -1,4 +1,11 @@
-"""Broken hosts: a held-out set (fault points), written from the contract alone."""
+"""Broken hosts: a held-out set (fault points), written from the contract alone.
+
+Six of these thirteen were caught from the start. Four more are caught now: the model
+submits the plan again after a failed write or flush in the same Plan turn (the fault is
+used up, and the turn goes on), and an execution held back stays queued while another
+session plans and the clock moves. Open: one-fault-armed-at-a-time,
+hold-taken-by-failed-approve (two faults armed at once) and fired-fault-rearmed-on-restart.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from hosts.registry import patch, variant
+from hosts.registry import BrokenCase, patch, variant
 from reference_host import approvals, artifacts
 from reference_host.approvals import Approvals, approval_wire
 from reference_host.errors import HostError
@@ -350,3 +357,77 @@ def _fired_fault_rearmed_on_restart() -> None:
     patch(Storage, "open", classmethod(open_storage))
     patch(Host, "__init__", __init__)
     patch(Host, "fault_arm", fault_arm)
+
+
+CASES = [
+    BrokenCase(
+        "flush-failure-only-logged",
+        "artifact_integrity",
+        "a_failed_flush_creates_no_approval",
+        "R2.10",
+        "the SubmitPlan call ran, expected ARTIFACT_WRITE_FAILED",
+    ),
+    BrokenCase(
+        "flush-failure-is-tool-failed",
+        "artifact_integrity",
+        "a_failed_flush_creates_no_approval",
+        "R2.10",
+        "the SubmitPlan call was stopped with TOOL_FAILED",
+    ),
+    BrokenCase(
+        "failed-write-recorded-as-interrupted",
+        "artifact_integrity",
+        "a_project_folder_that_cannot_be_written_to",
+        "R2.12",
+        "the host lists approvals",
+    ),
+    BrokenCase(
+        "flush-fault-stays-armed",
+        "artifact_integrity",
+        "submits_the_plan_again_after",
+        "R2.12",
+        "once its fault has fired, a second SubmitPlan",
+    ),
+    BrokenCase(
+        "plan-retry-refused-after-write-failure",
+        "artifact_integrity",
+        "submits_the_plan_again_after",
+        "R2.12",
+        "SUBMIT_PLAN_OUTSIDE_PLAN_TURN",
+    ),
+    BrokenCase(
+        "hold-consumed-by-prompt-turn",
+        "execution",
+        "an_execution_held_back_stays_queued",
+        "C8",
+        "a held execution stays queued until the host stops",
+    ),
+    BrokenCase(
+        "held-execution-starts-when-clock-moves",
+        "execution",
+        "an_execution_held_back_stays_queued",
+        "C8",
+        "a held execution stays queued until the host stops",
+    ),
+    BrokenCase(
+        "failed-approve-marks-decided",
+        "approval",
+        "a_failure_while_approving_changes_nothing",
+        "R4.6",
+        "expected success, but the host refused",
+    ),
+    BrokenCase(
+        "failed-approve-keeps-decided-at",
+        "approval",
+        "a_failure_while_approving_changes_nothing",
+        "R4.6",
+        "the approval changed",
+    ),
+    BrokenCase(
+        "commit-fault-skips-rollback",
+        "approval",
+        "a_failure_while_approving_changes_nothing",
+        "R4.6",
+        "the stored approval disagrees with the protocol",
+    ),
+]
