@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -334,7 +335,36 @@ def _workspace_root_normalised() -> None:
     patch(Host, "session_create", create)
 
 
+# P10 (a Glob pattern is /-separated segments from the workspace root, each matching one
+# folder or file name): the matcher lets a pattern's leading segments match no name at all,
+# so docs/*.md also names the top level's README.md. (A mutant of the campaign's seventh
+# sample, kept as a broken host.)
+@variant("glob-skips-leading-folders")
+def _glob_skips_leading_folders() -> None:
+    def glob_match(pattern: list[str], path: list[str]) -> bool:
+        reachable = [True] + [False] * len(path)
+        for segment in pattern:
+            if segment == "**":
+                for j in range(1, len(path) + 1):
+                    reachable[j] = reachable[j] or reachable[j - 1]
+            else:
+                reachable = [True] + [
+                    reachable[j - 1] and fnmatchcase(path[j - 1], segment)
+                    for j in range(1, len(path) + 1)
+                ]
+        return reachable[-1]
+
+    patch(files, "_glob_match", glob_match)
+
+
 CASES = [
+    BrokenCase(
+        "glob-skips-leading-folders",
+        "plan_tools",
+        "finds_exactly_the_files_it_names",
+        "P10",
+        "README.md",
+    ),
     BrokenCase(
         "grep-smart-case",
         "plan_tools",
