@@ -94,6 +94,8 @@ class BrokenCase:
     reason: str
     slow: bool = False  # caught only once a wait of the step timeout has run out
     label: str = ""  # tells apart two cases of one variant
+    # another check's message that catches the same bug when the host's timing differs
+    or_reason: str = ""
 
     @property
     def id(self) -> str:

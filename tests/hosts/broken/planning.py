@@ -1345,6 +1345,9 @@ CASES = [
         "P22",
         "was not served while the search ran",
         slow=True,
+        # the engine holds the interpreter once the match has begun; a request served
+        # just before then leaves the search that never ends to be reported
+        or_reason="the search did not end within",
     ),
     BrokenCase(
         "grep-budget-reported-as-no-matches",
