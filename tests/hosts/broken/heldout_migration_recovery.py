@@ -7,10 +7,11 @@ escapes, approvals inserted out of time order and a `system` transcript row; two
 scenarios start on a v8 database of the scenario's project (its conversation goes on, its
 due task runs), one restart has a pending plan beside another session's queued execution,
 and one restarts again after the user left the Plan a recovery kept. The ninth,
-recovery-closes-open-commands, is caught since a scenario compares a crashed command's
-record before and after the restart (the startup recovery changes approvals, executions
-and turns only). The reference host writes a command's row only when it ends, so the
-variant writes it at the start, as commands-recorded-at-start (allowed) does.
+recovery-closes-open-commands, fails the scenario that compares a crashed command's record
+before and after the restart (the startup recovery changes approvals, executions and turns
+only) when its row is written before the crash. The variant writes it on a task of its own
+as the command starts, which a loaded CI machine ran after the crash, so it is kept without
+a case until that write is made part of the command's start.
 """
 
 from __future__ import annotations
@@ -312,13 +313,6 @@ def _recovery_closes_open_commands() -> None:
 
 
 CASES = [
-    BrokenCase(
-        "recovery-closes-open-commands",
-        "restart_interruption",
-        "crash_leaves_the_record_of_the_command",
-        "R4.10",
-        "the restart changed the record of a command the crash cut short",
-    ),
     BrokenCase(
         "legacy-null-feedback-as-empty",
         "migration",
