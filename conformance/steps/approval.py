@@ -26,6 +26,7 @@ from conformance.steps.requests import (
     granted,
     permission_mode,
     plain,
+    sent_together,
 )
 from conformance.steps.sessions import create_session_in_mode, read_session, session_id
 from conformance.world import ApprovalSnapshot, Outcome, SubmittedPlan, World, need
@@ -342,24 +343,14 @@ def request_changes(world: World) -> None:
 
 @when(parsers.parse("the user approves the plan twice at once with permission mode {mode}"))
 def approve_twice(world: World, mode: str) -> None:
-    # Both requests go out in one write, so they are built here, from the params model.
     params = ApprovalApproveParams(
         sessionId=session_id(world),
         approvalId=acted_on(world)["approvalId"],
         permissionMode=permission_mode(mode),
-    ).model_dump(mode="json")
-    messages = [
-        {
-            "jsonrpc": "2.0",
-            "id": world.rpc.next_id(),
-            "method": "approval/approve",
-            "params": params,
-        }
-        for _ in range(2)
-    ]
+    )
     _close_execution(world)
     _mark_action(world)
-    world.plan.concurrent_responses = world.rpc.call_together(messages)
+    world.plan.concurrent_responses = sent_together(world, "approval/approve", [params] * 2)
 
 
 @when(

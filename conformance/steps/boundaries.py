@@ -25,7 +25,7 @@ from conformance.messages import request_text
 from conformance.mock_provider import ScriptedToolCall, StallReply, TextReply, ToolCallsReply
 from conformance.protocol_models import SessionPromptParams
 from conformance.steps.plan import REUSED_CALL_ID, snapshot
-from conformance.steps.requests import granted
+from conformance.steps.requests import granted, sent_together
 from conformance.steps.sessions import (
     MODES,
     _create,
@@ -339,20 +339,14 @@ def answer_after_cancel(world: World) -> None:
 
 @when("the user sends two prompts at once")
 def prompt_twice(world: World) -> None:
-    # Both requests go out in one write, so they are built here, from the params model.
     own = session_id(world)
-    messages = [
-        {
-            "jsonrpc": "2.0",
-            "id": world.rpc.next_id(),
-            "method": "session/prompt",
-            "params": SessionPromptParams(sessionId=own, text=text).model_dump(mode="json"),
-        }
+    params = [
+        SessionPromptParams(sessionId=own, text=text)
         for text in ("First of two.", "Second of two.")
     ]
     world.cursors.turn = world.mark()
     before = world.boundary.provider_mark = len(world.provider.requests())
-    world.boundary.concurrent_responses = world.rpc.call_together(messages)
+    world.boundary.concurrent_responses = sent_together(world, "session/prompt", params)
     if any("result" in response for response in world.boundary.concurrent_responses):
         world.provider.wait_for_requests(before + 1, timeout=world.timeout)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final, ParamSpec, TypeVar, cast, get_args
 
 from pydantic import BaseModel
@@ -14,6 +14,20 @@ from conformance.world import World
 
 T = TypeVar("T")
 P = ParamSpec("P")
+
+
+def sent_together(world: World, method: str, params: Sequence[BaseModel]) -> list[dict[str, Any]]:
+    """Requests of ``method``, one per params, written in one go; their responses in order."""
+    messages = [
+        {
+            "jsonrpc": "2.0",
+            "id": world.rpc.next_id(),
+            "method": method,
+            "params": each.model_dump(mode="json"),
+        }
+        for each in params
+    ]
+    return world.rpc.call_together(messages)
 
 
 def granted(call: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:

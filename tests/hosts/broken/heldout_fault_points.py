@@ -14,6 +14,7 @@ import hashlib
 import json
 import logging
 import os
+import weakref
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -59,20 +60,25 @@ def _flush_fault_stays_armed() -> None:
     patch(Faults, "take", sticky_take)
 
 
+def _write_as_the_reference_does(fd: int, content: bytes, fault: artifacts.FaultCheck) -> None:
+    """The reference host's write of the artifact's bytes, before its flush."""
+    try:
+        if fault("artifactWrite"):
+            raise OSError(errno.EIO, "injected artifact write failure")
+        view = memoryview(content)
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError as exc:
+        raise HostError("ARTIFACT_WRITE_FAILED", f"writing the artifact failed: {exc}") from exc
+
+
 @variant("flush-failure-only-logged")
 def _flush_failure_only_logged() -> None:
     # R2.10 / R2.12: a failed fsync of the artifact is logged as a warning and ignored (the
     # bytes were written, after all): the approval row commits over an unflushed file and
     # the SubmitPlan is ok, where the contract wants ARTIFACT_WRITE_FAILED and no approval.
     def _write_all(fd: int, content: bytes, fault: artifacts.FaultCheck) -> None:
-        try:
-            if fault("artifactWrite"):
-                raise OSError(errno.EIO, "injected artifact write failure")
-            view = memoryview(content)
-            while view:
-                view = view[os.write(fd, view) :]
-        except OSError as exc:
-            raise HostError("ARTIFACT_WRITE_FAILED", f"writing the artifact failed: {exc}") from exc
+        _write_as_the_reference_does(fd, content, fault)
         try:
             if fault("artifactFlush"):
                 raise OSError(errno.EIO, "injected artifact flush failure")
@@ -89,14 +95,7 @@ def _flush_failure_is_tool_failed() -> None:
     # after it is not, so a failed flush escapes as a plain OSError and the call reports the
     # catch-all TOOL_FAILED instead of ARTIFACT_WRITE_FAILED (no approval is created).
     def _write_all(fd: int, content: bytes, fault: artifacts.FaultCheck) -> None:
-        try:
-            if fault("artifactWrite"):
-                raise OSError(errno.EIO, "injected artifact write failure")
-            view = memoryview(content)
-            while view:
-                view = view[os.write(fd, view) :]
-        except OSError as exc:
-            raise HostError("ARTIFACT_WRITE_FAILED", f"writing the artifact failed: {exc}") from exc
+        _write_as_the_reference_does(fd, content, fault)
         if fault("artifactFlush"):
             raise OSError(errno.EIO, "injected artifact flush failure")
         os.fsync(fd)
@@ -327,29 +326,33 @@ def _held_execution_starts_when_clock_moves() -> None:
     patch(Approvals, "approve", postponing_approve)
 
 
+# where each store's armed faults are saved, kept beside the store rather than on it
+_FAULTS_FILE: weakref.WeakKeyDictionary[Storage, Path] = weakref.WeakKeyDictionary()
+
+
 @variant("fired-fault-rearmed-on-restart")
 def _fired_fault_rearmed_on_restart() -> None:
     # Fault points (fires once, then disarmed): armed faults are saved to a file in the data
     # directory so that a restarted host keeps them, but the file is written only when a
     # fault is armed: a fault that already fired is armed again by the next start.
-    opened = Storage.open.__func__  # type: ignore[attr-defined]
+    opened = Storage.open  # bound to Storage, which has no subclasses
     init = Host.__init__
     arm = Host.fault_arm
 
     async def open_storage(cls: type[Storage], data_dir: Path) -> Storage:
-        storage = await opened(cls, data_dir)
-        storage.armed_faults_file = Path(data_dir) / "armed-faults.json"  # type: ignore[attr-defined]
+        storage = await opened(data_dir)
+        _FAULTS_FILE[storage] = Path(data_dir) / "armed-faults.json"
         return storage
 
     def __init__(self: Host, storage: Storage, *args: Any, **kw: Any) -> None:
         init(self, storage, *args, **kw)
-        saved: Path | None = getattr(storage, "armed_faults_file", None)
+        saved = _FAULTS_FILE.get(storage)
         if self.options.conformance and saved is not None and saved.exists():
             self.faults.armed |= set(json.loads(saved.read_text(encoding="utf-8")))
 
     async def fault_arm(self: Host, params: dict[str, Any]) -> dict[str, Any]:
         result = await arm(self, params)
-        saved: Path | None = getattr(self.storage, "armed_faults_file", None)
+        saved = _FAULTS_FILE.get(self.storage)
         if saved is not None:
             saved.write_text(json.dumps(sorted(self.faults.armed)), encoding="utf-8")
         return result
