@@ -64,13 +64,28 @@ def _command_problems(notes: list[dict[str, Any]]) -> list[Problem]:
     owner: dict[str, Any] = {}
     exited: set[str] = set()
     numbers: dict[str, list[Any]] = {}
+    of_turn: dict[Any, list[Any]] = {}
     for note in notes:
         method, params = note["method"], note.get("params", {})
+        if method == "turn/ended":
+            unended = [c for c in of_turn.get(params.get("turnId"), []) if c not in exited]
+            if unended:
+                found.append(
+                    Problem(
+                        f"turn {params.get('turnId')} ended before the command/exited of "
+                        f"command(s) {unended} it had announced",
+                        "a command announced with command/started ends with its "
+                        "command/exited, before the turn/ended of its turn",
+                        OUTPUT_REQUIREMENT,
+                    )
+                )
+            continue
         if method not in ("command/started", "command/output", "command/exited"):
             continue
         command = params.get("commandId")
         if method == "command/started":
             owner[command] = params.get("sessionId")
+            of_turn.setdefault(params.get("turnId"), []).append(command)
             continue
         if command in owner and params.get("sessionId") != owner[command]:
             found.append(
@@ -189,6 +204,29 @@ def _running_turn_problems(notes: list[dict[str, Any]]) -> list[Problem]:
                         VIEWS_REQUIREMENT,
                     )
                 ]
+    return []
+
+
+def _completed_error_problems(notes: list[dict[str, Any]]) -> list[Problem]:
+    """A turn that completed, and a scheduled run that completed, carry ``error: null``
+    (R7.2: every report of one record agrees, and a completed turn has no error to report)."""
+    for note in notes:
+        params = note.get("params") or {}
+        if note["method"] == "turn/ended":
+            what, record = f"turn {params.get('turnId')}", params
+        elif note["method"] == "task/runFinished" and isinstance(params.get("run"), dict):
+            what, record = f"scheduled run {params['run'].get('runId')}", params["run"]
+        else:
+            continue
+        if record.get("outcome") == "completed" and record.get("error") is not None:
+            return [
+                Problem(
+                    f"{note['method']} reports the {what} completed with the error "
+                    f"{record['error']}",
+                    "a turn or run that completed reports error null",
+                    VIEWS_REQUIREMENT,
+                )
+            ]
     return []
 
 
@@ -536,6 +574,7 @@ def problems(world: World) -> list[Problem]:
     found.extend(_command_problems(notes))
     found.extend(_turn_owner_problems(notes, world.boundary.turn_owner))
     found.extend(_running_turn_problems(notes))
+    found.extend(_completed_error_problems(notes))
     wire = _wire(world)
     found.extend(_configure_order_problems(wire))
     found.extend(_execution_turn_problems(notes))

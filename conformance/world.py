@@ -267,6 +267,7 @@ class SessionsState:
     changed_to: dict[str, Any] = field(default_factory=dict)  # the last accepted change
     first_exchange: tuple[str, str] | None = None  # (user text, model answer)
     provider_mark: int = 0  # provider requests from the last prompt the steps sent
+    earlier_turn: str | None = None  # the turn of a prompt sent before the scenario's
     concurrent_responses: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -298,6 +299,7 @@ class TaskState:
     run_sessions: list[str] = field(default_factory=list)  # the sessions runs were given
     latest_run_at: int | None = None  # when the last of several tasks is due
     many: list[dict[str, Any]] = field(default_factory=list)  # several tasks, as answered
+    first_run: dict[str, Any] | None = None  # a run still under way when another began
 
 
 @dataclass

@@ -205,9 +205,31 @@ Feature: Approving and rejecting a plan
       Then the plan was rejected all the same
       And the approval selects no permission mode and no execution
 
+    @R4.6 @C8
+    Scenario: A failed approval leaves the next execution held back
+      Given the host will fail to commit the next approval
+      And the host will hold back the next approved execution
+      And approving the plan with permission mode auto failed
+      When the user approves the plan with permission mode auto
+      Then the approved plan is still queued and nothing of it has started
+
     @R4.4 @R4.9
     Scenario: Two approvals sent at once: exactly one wins
       Given the model will answer "The plan is carried out."
       When the user approves the plan twice at once with permission mode auto
       Then exactly one of the two approvals succeeded
       And exactly one execution ran
+
+  Rule: A session's plans are listed oldest first (§7)
+
+    # 01:46:40 UTC on 9 September 2001 is when the count of milliseconds since 1970
+    # gains a digit: compared as text, the later plans would come first.
+    @R7.2
+    Scenario: Plans from either side of a round clock reading are listed oldest first
+      Given the user rejected the plan
+      And the host clock was set to 9 September 2001, a minute before 01:46:40 UTC
+      And the model submitted a new plan titled "Just before"
+      And the user rejected the plan
+      And 2 minutes passed
+      When the model submits a new plan titled "Just after"
+      Then the session's plans are listed oldest first: "Just before", "Just after", "Add caching"

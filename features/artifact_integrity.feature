@@ -318,6 +318,17 @@ Feature: Immutable host-written plan artifacts
       Then the SubmitPlan call was refused with ARTIFACT_WRITE_FAILED
       And no approval exists
 
+    @R2.12
+    Scenario: A write failure that happened before a restart does not happen again after it
+      Given a session for the project in Plan mode
+      And writing the next plan file will fail
+      And the model will try to submit a plan titled "Before the restart"
+      And the user asked for a plan
+      And the host restarted
+      And the model will try to submit a plan titled "After the restart"
+      When the user asks for another plan
+      Then the plan titled "After the restart" submitted after the restart awaits approval
+
     @R2.10 @R2.12
     Scenario Outline: The model submits the plan again after <action> its file failed, and it awaits approval
       Given a session for the project in Plan mode

@@ -49,6 +49,15 @@ Feature: The absolute approval deadline
       And the approval expired with PLAN_APPROVAL_TIMEOUT
       And the plan of the other session, submitted later, still waits for approval
 
+    @R3.11
+    Scenario: A plan submitted after a rejected one expires at its own deadline
+      Given the user rejected the plan
+      And 10 minutes passed
+      And the model submitted a new plan titled "Second attempt"
+      When 30 minutes pass
+      Then the host announced the expiry on its own
+      And the approval expired with PLAN_APPROVAL_TIMEOUT
+
     @R3.11 @R4.5
     Scenario: A plan approved before its deadline is carried out past it
       Given the model will take its time to carry out the plan

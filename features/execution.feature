@@ -40,6 +40,17 @@ Feature: Executing an approved plan
       Then the request is refused with APPROVAL_NOT_PENDING
       And no execution was started
 
+    @R4.9
+    Scenario: After a cancelled execution, the session's next plan is carried out
+      Given the model will take its time to carry out the plan
+      And the user approved the plan with permission mode auto
+      And the execution was running while the model worked
+      And the user cancelled the execution's turn
+      And the user switched the session to Plan mode
+      And the model submitted a new plan titled "Second try"
+      When the user approves the plan with permission mode auto
+      Then the new plan was approved and carried out
+
     @C8
     Scenario: An execution held back stays queued while another session plans and the clock moves
       Given the host will hold back the next approved execution

@@ -124,6 +124,22 @@ Feature: Sessions are isolated from each other
       When the user cancels the first session's turn
       Then the second session's question still takes the user's answer
 
+    @R5.9
+    Scenario: A turn that fails in one session leaves another session's command running
+      Given both sessions run commands without asking
+      And the model will run a command in each session, the first ending when told, and the provider will then refuse the first session's next request
+      And the user prompts both sessions
+      When both commands run, the first ends, and the first session's turn fails
+      Then the second session's command still runs
+
+    @R5.9
+    Scenario: A turn that fails in one session leaves another session's question open
+      Given the model will ask to write a file in each session, and the provider will then refuse the first session's next request
+      And the user prompts both sessions
+      And both sessions ask for permission
+      When the user allows the first session's write, and its turn then fails
+      Then the second session's question still takes the user's answer
+
     @R5.9 @P10
     Scenario: A new context in one session leaves another session's conversation whole
       Given another session is open for the same project

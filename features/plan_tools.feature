@@ -21,6 +21,15 @@ Feature: What the agent may do while planning
       When the user sends a prompt
       Then the tools offered to the model are exactly Read, Glob, Grep, BrowserPreview, Bash, EnterPlanMode, SubmitPlan, new_context
 
+    @R1.4
+    Scenario: A session switched to Plan after a conversation is offered exactly the planning tools
+      Given a session for the project
+      And the user had a conversation with the agent
+      And the user switched the session to Plan mode
+      And the model will answer "Nothing to plan yet."
+      When the user sends a prompt
+      Then the tools offered to the model are exactly Read, Glob, Grep, BrowserPreview, Bash, EnterPlanMode, SubmitPlan, new_context
+
   Rule: There is no ExitPlanMode (§1)
 
     @R1.9
@@ -193,6 +202,13 @@ Feature: What the agent may do while planning
       And the model will switch to planning, read "notes.txt" and then submit a plan titled "Planned on the way"
       When the user sends a prompt
       Then the session was announced in Plan mode while its turn still ran
+
+    @P10
+    Scenario: A turn that entered Plan mode and then failed leaves the session in Plan
+      Given a session for the project
+      And the model will switch to planning, and the model provider will then refuse the request
+      When the user tries to talk to the agent
+      Then the session is still in Plan mode, where the failed turn put it
 
     @P10
     Scenario: Starting a new context replaces the conversation with its summary

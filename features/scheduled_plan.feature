@@ -206,6 +206,17 @@ Feature: Scheduled tasks never plan unattended
       Then the task ran when its time came
 
     @P29
+    Scenario: A task given a new time after it ran runs again at that time
+      Given a scheduled task in Agent mode for the project
+      And the task is due in 5 minutes
+      And the model will answer "The changelog is tidy." for the task
+      And the task ran when its time came
+      And the task is due in 10 minutes
+      And the model would answer "Tidy again." if it were asked
+      When the time the task was due comes
+      Then the task ran when its time came
+
+    @P29
     Scenario: Each task reports its own last run
       Given a scheduled task in Agent mode for the project
       And another scheduled task, which is never run
@@ -296,6 +307,17 @@ Feature: Scheduled tasks never plan unattended
       Then the task ran when its time came
 
     @P29
+    Scenario: A task run by hand keeps its time across a restart
+      Given a scheduled task in Agent mode for the project
+      And the task is due in 5 minutes
+      And the model will answer "The changelog is tidy." for the task
+      And the task was run by hand
+      And the model would answer "The changelog is tidy." if it were asked
+      When the host restarts
+      And the time the task was due comes
+      Then the task ran when its time came
+
+    @P29
     Scenario: A switched-off task stays off across a restart
       Given a scheduled task in Agent mode for the project
       And the task is due in 5 minutes
@@ -324,6 +346,25 @@ Feature: Scheduled tasks never plan unattended
       When the host restarts
       And the time the later task is due comes
       Then both tasks ran when their time came
+
+  Rule: Every run asked for is a run of its own (project rule P35)
+
+    @P35
+    Scenario: A task run again while its first run is under way starts a second run
+      Given a scheduled task in Agent mode for the project
+      And the model will take its time to answer the task
+      And the task was run and is waiting for the model
+      And the model will answer "Done again." for the task
+      When the task is run again by hand
+      Then the second run is a run of its own, in a session of its own, and it completes
+
+    @P35
+    Scenario: A task whose run failed runs again when asked, as a new run
+      Given a scheduled task in Agent mode for the project
+      And the task's run failed because the model provider answered with an error
+      And the model will answer "Done again." for the task
+      When the task is run again by hand
+      Then the second run is a run of its own, in a session of its own, and it completes
 
   Rule: A deleted task is gone for good (project rule P26)
 

@@ -246,6 +246,20 @@ Feature: Sessions and their configuration
         | carry an error in the middle      |
 
     @P25
+    Scenario: A provider error after a failed tool call ends the turn with the provider's error
+      Given a session for the project
+      And the model will read "missing.txt", and the model provider will then refuse the request
+      When the user tries to talk to the agent
+      Then the turn, whose tool call had failed, ended failed with the provider's error
+
+    @R1.3
+    Scenario: A turn that failed after a tool call keeps the call and its result in the transcript
+      Given a session for the project
+      And the model will read "missing.txt", and the model provider will then refuse the request
+      When the user tries to talk to the agent
+      Then the session's transcript keeps the failed turn's tool call and its result
+
+    @P25
     Scenario: The session takes a new prompt after a provider error
       Given a session for the project
       And the model provider will refuse the next request

@@ -267,6 +267,14 @@ Feature: Shells and streamed commands
       When one more millisecond passes on the host clock
       Then the command timed out with a COMMAND_TIMED_OUT error
 
+    @P9
+    Scenario: A command whose project folder is gone gets an error result, and the turn goes on
+      Given a session for the project with permission mode auto
+      And the project folder has been deleted
+      And the model will run the command "echo hello"
+      When the user sends a prompt
+      Then the command's call got an error result, ran nothing, and the turn went on
+
   Rule: Every command is audited (Consequences)
 
     @C5
@@ -288,6 +296,13 @@ Feature: Shells and streamed commands
       When the model runs a command that reveals its shell
       Then the command ran in the bash shell
       And the command is recorded for audit
+
+    @C5 @R5.9
+    Scenario: A command in the session's second turn is recorded under that turn
+      Given a session for the project with permission mode auto
+      And the model ran a command that writes to both streams and exits with code 3
+      When the model runs a command that writes to both streams and exits with code 3
+      Then the command is recorded for audit
 
     @C5 @R4.1
     Scenario: A command after a restart is recorded beside the one before it

@@ -28,6 +28,13 @@ Feature: One active turn, configuration only while idle
       Then exactly one of the two prompts started a turn and the other was refused with SESSION_BUSY
       And once the model answers, the turn completes as the only turn of the session
 
+    @R5.1
+    Scenario: The same prompt sent again once its turn has ended starts a turn of its own
+      Given a session for the project
+      And the user sent the prompt "Run the checks again" and the model answered it
+      When the user sends the prompt "Run the checks again" once more
+      Then the second prompt started a turn of its own, which the model answered
+
     @R5.1 @R4.9
     Scenario: A prompt while an approved plan waits to run is refused
       Given a plan titled "Waiting" is awaiting approval

@@ -18,7 +18,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -168,7 +168,7 @@ async def run_command(
     clock: Clock,
     notify: Notify,
     timeout_ms: int = DEFAULT_TIMEOUT_MS,
-    on_start: Callable[[str], Any] | None = None,
+    on_start: Callable[[str], Awaitable[None] | None] | None = None,
 ) -> CommandResult:
     """Run ``command`` with ``shell -c`` in ``cwd``; cancellation ends the whole group."""
     command_id = new_id("cmd")
@@ -212,7 +212,7 @@ async def _supervise(
     clock: Clock,
     notify: Notify,
     timeout_ms: int,
-    on_start: Callable[[str], Any] | None,
+    on_start: Callable[[str], Awaitable[None] | None] | None,
 ) -> CommandResult:
     """Stream the command's output until it ends, then end everything it started."""
     pipes: list[tuple[asyncio.StreamReader, asyncio.ReadTransport]] = []
@@ -238,7 +238,14 @@ async def _supervise(
         },
     )
     if on_start is not None:
-        on_start(command_id)
+        starting = on_start(command_id)
+        if starting is not None:  # a hook that records the start finishes it first
+            try:
+                await starting
+            except BaseException:
+                for _reader, transport in pipes:
+                    transport.close()
+                raise
     collector = _Collector()
     timed_out = asyncio.Event()
     timer = clock.call_at(clock.now_ms() + timeout_ms, _expire(timed_out, process))

@@ -130,6 +130,7 @@ class TurnRunner:
     def __init__(self, host: HostCore) -> None:
         self.host = host
         self.tasks: dict[str, asyncio.Task[None]] = {}
+        self.closing: set[asyncio.Task[None]] = set()  # turns whose work is done, being ended
         self.stopping = False
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -171,6 +172,11 @@ class TurnRunner:
         turn_id = self.host.activity_of(session_id).active_turn_id
         if task is None or task.done():
             return None
+        if task in self.closing:
+            # Its work is done and its end is being recorded: too late to cancel, and
+            # cancelling now would cut that record short. Once it has ended, nothing is active.
+            await asyncio.shield(task)
+            return None
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
@@ -210,8 +216,28 @@ class TurnRunner:
             outcome, error = "failed", HostError("INTERNAL_ERROR", "the turn failed in the host")
         if self.stopping:
             return
-        now = host.clock.now_ms()
-        await host.storage.end_turn(turn_id, outcome, now)
+        this = asyncio.current_task()
+        assert this is not None
+        self.closing.add(this)
+        try:
+            await self._end(session_id, turn_id, approval, on_end, outcome, error)
+        finally:
+            self.closing.discard(this)
+        if self.tasks.get(session_id) is this:
+            del self.tasks[session_id]
+
+    async def _end(
+        self,
+        session_id: str,
+        turn_id: str,
+        approval: ApprovalRow | None,
+        on_end: TurnEnded | None,
+        outcome: str,
+        error: HostError | None,
+    ) -> None:
+        """Record the turn's end, finish its execution, and announce both."""
+        host = self.host
+        await host.storage.end_turn(turn_id, outcome, host.clock.now_ms())
         if approval is not None:
             final: ExecutionState = "completed" if outcome == "completed" else "interrupted"
             await host.approvals.execution_finished(approval.id, final)
@@ -228,8 +254,6 @@ class TurnRunner:
             },
         )
         await host.publish_session(session_id)
-        if self.tasks.get(session_id) is asyncio.current_task():
-            del self.tasks[session_id]
 
     async def settle(self, session_id: str, turn_id: str | None) -> None:
         """Wait for the turn ``turn_id`` to finish, if it is the session's active turn.

@@ -230,6 +230,32 @@ def test_on_start_gets_the_command_id_after_the_started_notification(tmp_path: P
     check_stream(holder[0], result)
 
 
+def test_an_awaitable_from_on_start_is_finished_before_any_output_is_streamed(
+    tmp_path: Path,
+) -> None:
+    # A hook that records the command's start (a row written when the command starts)
+    # finishes before the first command/output, so whoever saw output also sees the record.
+    seen: list[list[str]] = []
+    holder: list[Recorder] = []
+
+    async def body() -> CommandResult:
+        rec = Recorder()
+        holder.append(rec)
+
+        async def record(command_id: str) -> None:
+            await asyncio.sleep(0)  # gives the loop away, as a database write does
+            seen.append(rec.methods())
+
+        return await asyncio.wait_for(
+            start(rec, ManualClock(T0), "echo hi", tmp_path, on_start=record), WAIT_S
+        )
+
+    result = asyncio.run(body())
+    assert seen == [["command/started"]]
+    assert "command/output" in holder[0].methods()
+    check_stream(holder[0], result)
+
+
 # -- output cap and decoding -----------------------------------------------------------------
 
 

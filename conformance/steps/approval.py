@@ -229,6 +229,7 @@ def plan_prepared_slowly(world: World, minutes: int, title: str) -> None:
 
 
 @given(parsers.parse('the model submitted a new plan titled "{title}"'))
+@when(parsers.parse('the model submits a new plan titled "{title}"'))
 def new_plan_submitted(world: World, title: str) -> None:
     script_plan(world, title, default_markdown(title))
     world.plan.before_action = None
@@ -387,6 +388,18 @@ def arm_commit_fault_again(world: World) -> None:
     granted(world.rpc.arm_fault, "approvalCommit")
 
 
+@given(parsers.parse("approving the plan with permission mode {mode} failed"))
+def approve_failed(world: World, mode: str) -> None:
+    outcome = approve(world, mode)
+    answered = "ok" if outcome.error is None else outcome.error.canonical
+    with blame("R4.6"):
+        assert answered == "INTERNAL_ERROR", (
+            f"the approve with the commit failure armed was answered {answered}, not "
+            "INTERNAL_ERROR: faults at different points are armed apart, and arming another "
+            "leaves this one armed"
+        )
+
+
 @then("the plan can be approved at the next attempt")
 @verifies("R4.6")
 def approved_at_next_attempt(world: World) -> None:
@@ -405,6 +418,15 @@ def approved_at_next_attempt(world: World) -> None:
 @given(parsers.parse("{minutes:d} minutes passed"))
 def minutes_pass(world: World, minutes: int) -> None:
     granted(world.rpc.clock_advance, minutes * 60_000)
+
+
+# 2001-09-09T01:46:40Z: the moment the count of milliseconds since 1970 gains its 13th digit
+_ROUND_SECOND_MS = 1_000_000_000_000
+
+
+@given("the host clock was set to 9 September 2001, a minute before 01:46:40 UTC")
+def clock_before_round_second(world: World) -> None:
+    granted(world.rpc.clock_set, _ROUND_SECOND_MS - 60_000)
 
 
 _OFFSETS = {"one millisecond before": -1, "exactly": 0, "one millisecond after": 1}
@@ -979,6 +1001,17 @@ def only_one_pending(world: World, title: str) -> None:
     assert [r["title"] for r in rows] == [title], f"storage holds pending approvals {rows}"
     session = read_session(world)
     assert session["pendingApprovalId"] == pending[0].approvalId, session
+
+
+@then(parsers.parse("the session's plans are listed oldest first: {titles}"))
+@verifies("R7.2")
+def listed_oldest_first(world: World, titles: str) -> None:
+    expected = [title.strip().strip('"') for title in titles.split(",")]
+    listed = granted(world.rpc.list_approvals, session_id(world)).approvals
+    shown = [(a.title, a.createdAt) for a in listed]
+    assert [a.title for a in listed] == expected, (
+        f"approval/list lists (title, createdAt) {shown}; oldest first, the titles are {expected}"
+    )
 
 
 @then(parsers.parse('the plan titled "{title}" is still awaiting approval'))

@@ -22,7 +22,13 @@ from conformance.blame import verifies
 from conformance.capabilities import require_fault_point
 from conformance.client import HostClient, Predicate
 from conformance.messages import request_text
-from conformance.mock_provider import ScriptedToolCall, StallReply, TextReply, ToolCallsReply
+from conformance.mock_provider import (
+    HttpErrorReply,
+    ScriptedToolCall,
+    StallReply,
+    TextReply,
+    ToolCallsReply,
+)
 from conformance.protocol_models import SessionPromptParams
 from conformance.steps.plan import REUSED_CALL_ID, snapshot
 from conformance.steps.requests import granted, sent_together
@@ -126,6 +132,35 @@ def timed_commands_in_both(world: World) -> None:
     )
 
 
+@given(
+    "the model will run a command in each session, the first ending when told, and the "
+    "provider will then refuse the first session's next request"
+)
+def commands_in_both_first_fails(world: World) -> None:
+    first = (
+        'echo "first-started $(pwd -P)"; while [ ! -f go ]; do sleep 0.05; done; '
+        "echo first-late; while [ ! -f end ]; do sleep 0.05; done"
+    )
+    second = (
+        'echo "second-started $(pwd -P)"; while [ ! -f go ]; do sleep 0.05; done; '
+        "echo second-late; while [ ! -f go-again ]; do sleep 0.05; done; "
+        "echo second-last; sleep 3600"
+    )
+    world.provider.enqueue(
+        ToolCallsReply((ScriptedToolCall("Bash", {"command": first}),)),
+        ToolCallsReply((ScriptedToolCall("Bash", {"command": second}),)),
+        HttpErrorReply(400, "the provider refused the request"),
+    )
+
+
+@when("both commands run, the first ends, and the first session's turn fails")
+def first_command_ends_and_turn_fails(world: World) -> None:
+    both_commands_run(world)
+    first_command_ends(world)
+    ended = wait_turn_end(world, world.boundary.turn_of["main"])
+    assert ended["outcome"] == "failed", f"the first session's turn ended {ended}"
+
+
 @when("the first session's command ends by itself")
 def first_command_ends(world: World) -> None:
     (_project_of(world, "main") / "end").write_text("end\n", encoding="utf-8")
@@ -220,18 +255,17 @@ def cancel_first(world: World) -> None:
 def second_command_runs(world: World) -> None:
     command = world.boundary.command_of[OTHER]
     other = need(world.arranged.other_project, "other project")
+    granted(world.rpc.list_sessions)  # a round trip: an exit already sent shows by now
+    ended = [
+        n["params"]
+        for n in world.notifications("command/exited")
+        if n["params"]["commandId"] == command
+    ]
+    assert not ended, (
+        f"the end of the first session's turn ended the second session's command: {ended}"
+    )
     (other / "go-again").write_text("go\n", encoding="utf-8")
-    try:
-        wait_command_line(world, command, "second-last", 0)
-    except TimeoutError:
-        ended = [
-            n["params"]
-            for n in world.notifications("command/exited")
-            if n["params"]["commandId"] == command
-        ]
-        raise AssertionError(
-            f"cancelling the first session's turn ended the second session's command: {ended}"
-        ) from None
+    wait_command_line(world, command, "second-last", 0)
     granted(world.rpc.cancel, session_id(world, OTHER))
     wait_turn_end(world, world.boundary.turn_of[OTHER])
 
@@ -244,7 +278,7 @@ def second_question_open(world: World) -> None:
         {"requestId": world.boundary.question_of[OTHER], "decision": "allow"},
     )
     assert "result" in answer, (
-        "cancelling the first session's turn closed the second session's question: "
+        "the end of the first session's turn closed the second session's question: "
         f"{answer.get('error')}"
     )
     ended = wait_turn_end(world, world.boundary.turn_of[OTHER])
@@ -499,6 +533,37 @@ def only_turn(world: World) -> None:
     assert [t["id"] for t in turns] == [turn_id], f"the session has the turns {turns}"
     asked = world.provider.requests()[mark:]
     assert len(asked) == 1, f"the model was asked {len(asked)} times during the one turn"
+
+
+@given(parsers.parse('the user sent the prompt "{text}" and the model answered it'))
+def prompt_answered(world: World, text: str) -> None:
+    world.provider.enqueue(TextReply("First answer."))
+    since = world.mark()
+    turn_id = prompt(world, text)
+    ended = wait_turn_end(world, turn_id, since)
+    assert ended["outcome"] == "completed", f"the first turn ended {ended}"
+    world.boundary.earlier_turn = turn_id
+
+
+@when(parsers.parse('the user sends the prompt "{text}" once more'))
+def same_prompt_again(world: World, text: str) -> None:
+    world.provider.enqueue(TextReply("Second answer."))
+    world.active_turn = prompt(world, text)
+
+
+@then("the second prompt started a turn of its own, which the model answered")
+@verifies("R5.1")
+def second_prompt_own_turn(world: World) -> None:
+    earlier = need(world.boundary.earlier_turn, "the first prompt's turn")
+    turn_id = need(world.active_turn, "the second prompt's turn")
+    assert turn_id != earlier, (
+        f"the second prompt was answered with the first one's turn {earlier}: an idle "
+        "session starts a turn for every prompt, the same text at the same instant included"
+    )
+    ended = wait_turn_end(world, turn_id, world.cursors.turn)
+    assert ended["outcome"] == "completed", f"the second prompt's turn ended {ended}"
+    asked = world.provider.requests()[world.boundary.provider_mark :]
+    assert len(asked) == 1, f"the model was asked {len(asked)} times for the second prompt"
 
 
 @then("the host answers that no turn was running")
@@ -799,6 +864,28 @@ def _writes_in_both(world: World, call_id: str | None) -> None:
         TextReply("The first file is written."),
         TextReply("The second file was not written."),
     )
+
+
+@given(
+    "the model will ask to write a file in each session, and the provider will then refuse "
+    "the first session's next request"
+)
+def writes_in_both_first_fails(world: World) -> None:
+    first = ScriptedToolCall("Write", {"path": "first.txt", "content": "1\n"})
+    second = ScriptedToolCall("Write", {"path": "second.txt", "content": "2\n"})
+    world.provider.enqueue(
+        StallReply(calls=(first,)),
+        StallReply(calls=(second,)),
+        HttpErrorReply(400, "the provider refused the request"),
+        TextReply("The second file is written."),
+    )
+
+
+@when("the user allows the first session's write, and its turn then fails")
+def allow_first_then_fails(world: World) -> None:
+    allow_first(world)
+    ended = wait_turn_end(world, world.boundary.turn_of["main"])
+    assert ended["outcome"] == "failed", f"the first session's turn ended {ended}"
 
 
 @given("the model will ask to write a file in each session")

@@ -367,6 +367,18 @@ def still_held(world: World) -> None:
     assert not running, f"the held execution was announced {running}"
 
 
+@then("the new plan was approved and carried out")
+@verifies("R4.9")
+def new_plan_carried_out(world: World) -> None:
+    outcome = world.outcome
+    answered = "ok" if outcome.error is None else outcome.error.canonical
+    assert answered == "ok", (
+        f"approving the session's new plan was refused with {answered}: the earlier "
+        "execution was cancelled, so it is over and no longer counts as the session's one"
+    )
+    _execution_ended(world, "completed")
+
+
 @given("the user cancelled the execution's turn")
 def cancelled_execution(world: World) -> None:
     granted(world.rpc.cancel, session_id(world))

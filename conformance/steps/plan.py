@@ -223,6 +223,7 @@ def run_prompt(world: World, text: str) -> dict[str, Any]:
 
 
 @given("the user asks for a plan")
+@given("the user asked for a plan")
 @when("the user asks for a plan")
 def ask_for_plan(world: World) -> None:
     run_prompt(world, "Plan the change, then submit it for approval.")

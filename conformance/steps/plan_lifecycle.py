@@ -29,6 +29,7 @@ from conformance.steps.plan import (
 )
 from conformance.steps.requests import granted, permission_mode, plain
 from conformance.steps.sessions import read_session, session_id
+from conformance.steps.tool_work import PLAN_TOOLS
 from conformance.world import World, need
 
 QUIET_S = 1.0  # how long the user waits, after a plan ended, for a turn nobody asked for
@@ -130,6 +131,28 @@ def second_submission_awaits(world: World, title: str) -> None:
     assert statuses[1:] == [("ok", None)], (
         f"the SubmitPlan calls ended {statuses}: once its fault has fired, a second SubmitPlan "
         "in the same Plan turn is stored"
+    )
+    with blame("R1.4"):
+        for number, sent in enumerate(world.provider.requests()[world.cursors.provider_turn :]):
+            assert sorted(sent.tool_names) == PLAN_TOOLS, (
+                f"request {number + 1} of the Plan turn offered {sorted(sent.tool_names)}, "
+                f"expected {PLAN_TOOLS}: a failed SubmitPlan leaves the planning tools as they "
+                "were, SubmitPlan included"
+            )
+    approvals = _approvals(world)
+    assert [(a.title, a.status) for a in approvals] == [(title, "pending")], (
+        f"the host lists approvals {[(a.title, a.status) for a in approvals]}"
+    )
+
+
+@then(parsers.parse('the plan titled "{title}" submitted after the restart awaits approval'))
+@verifies("R2.12")
+def submitted_after_restart(world: World, title: str) -> None:
+    results = tool_results(world, "SubmitPlan")
+    statuses = [(r["status"], (r.get("error") or {}).get("code")) for r in results]
+    assert statuses == [("ok", None)], (
+        f"the SubmitPlan after the restart ended {statuses}: a fault fires once, and one "
+        "that fired before a restart does not fire again after it"
     )
     approvals = _approvals(world)
     assert [(a.title, a.status) for a in approvals] == [(title, "pending")], (

@@ -20,6 +20,7 @@ from conformance.client import ABSENT, Absent, HarnessError, RpcError
 from conformance.drivers import DUMMY_API_KEY
 from conformance.mock_provider import CutStreamReply, HttpErrorReply, RawStreamReply, TextReply
 from conformance.protocol_models import Mode, PermissionMode, ProviderConfig, TranscriptEntry
+from conformance.steps.model import script_calls, tool_call
 from conformance.steps.requests import (
     announced_alike,
     field_differences,
@@ -855,6 +856,70 @@ def prompt_refused(world: World, code: str) -> None:
         )
     asked = len(world.provider.requests()) - world.cursors.provider_turn
     assert asked == 0, f"the host asked a model provider {asked} time(s)"
+
+
+@given(
+    parsers.parse(
+        'the model will read "{path}", and the model provider will then refuse the request'
+    )
+)
+def read_then_refused(world: World, path: str) -> None:
+    script_calls(world, tool_call(world, "Read", {"path": path}), answer=None)
+    world.provider.enqueue(HttpErrorReply(400, "the provider refused the request"))
+
+
+@given("the model will switch to planning, and the model provider will then refuse the request")
+def plan_mode_then_refused(world: World) -> None:
+    script_calls(world, tool_call(world, "EnterPlanMode", {}), answer=None)
+    world.provider.enqueue(HttpErrorReply(400, "the provider refused the request"))
+
+
+@then("the session is still in Plan mode, where the failed turn put it")
+@verifies("P10")
+def still_in_plan_after_failure(world: World) -> None:
+    ended = need(world.last_turn_end, "finished turn")
+    assert ended["outcome"] == "failed", f"the turn the provider refused ended {ended}"
+    session = read_session(world)
+    assert session["mode"] == "plan", (
+        f"the session is in {session['mode']} mode: EnterPlanMode switched it to Plan, and a "
+        "turn that fails afterwards is not undone"
+    )
+    stored = world.storage().rows("sessions", "id = ?", (session_id(world),))
+    assert [row["mode"] for row in stored] == ["plan"], f"the sessions row holds {stored}"
+
+
+@then("the turn, whose tool call had failed, ended failed with the provider's error")
+@verifies("P25")
+def failed_with_provider_error(world: World) -> None:
+    assert world.outcome.error is None, f"the prompt was refused: {world.outcome.error}"
+    ended = need(world.last_turn_end, "finished turn")
+    found = (ended.get("error") or {}).get("code")
+    assert (ended["outcome"], found) == ("failed", "PROVIDER_ERROR"), (
+        f"the turn ended {ended['outcome']} with {found}: a turn the provider's error ended "
+        "reports that error (PROVIDER_ERROR), whatever tool call failed before it"
+    )
+
+
+@then("the session's transcript keeps the failed turn's tool call and its result")
+@verifies("R1.3")
+def failed_turn_keeps_its_work(world: World) -> None:
+    ended = need(world.last_turn_end, "finished turn")
+    call_id = need(world.script.last_call_id("Read"), "the Read call")
+    entries = [
+        e for e in transcript_entries(world, session_id(world)) if e.turnId == ended["turnId"]
+    ]
+    calls = [
+        e
+        for e in entries
+        if e.role == "assistant"
+        and any(c.get("id") == call_id for c in e.content.get("tool_calls") or [])
+    ]
+    results = [e for e in entries if e.role == "tool" and e.content.get("tool_call_id") == call_id]
+    shown = [(e.role, e.content) for e in entries]
+    assert calls and results, (
+        f"the failed turn's transcript entries are {shown}: a turn that failed is not undone; "
+        f"the model's call {call_id} and its result stay in the transcript"
+    )
 
 
 @then(parsers.parse("the turn ended failed with {code}"))

@@ -35,6 +35,7 @@ from conformance.messages import (
 from conformance.mock_provider import ScriptedToolCall, StallReply, TextReply, ToolCallsReply
 from conformance.protocol_models import ShellListResult
 from conformance.steps.model import script_calls, tool_call
+from conformance.steps.plan import check_one_result
 from conformance.steps.requests import granted, mock_provider, plain
 from conformance.steps.sessions import read_session, session_id
 from conformance.world import World, need
@@ -175,10 +176,18 @@ def _turn_end(world: World) -> dict[str, Any]:
 
 
 def _started(world: World) -> dict[str, Any]:
-    turn_id = _turn_id(world)
-    return world.wait_for(
-        "command/started", lambda p: p["turnId"] == turn_id, since=world.cursors.turn
+    turn_id, own = _turn_id(world), session_id(world)
+    started = world.wait_for(
+        "command/started",
+        lambda p: p["turnId"] == turn_id or p["sessionId"] == own,
+        since=world.cursors.turn,
     )
+    with blame("R5.9"):
+        assert started["turnId"] == turn_id, (
+            f"command/started names the turn {started['turnId']}, but the command was run in "
+            f"the session's turn {turn_id}: a command belongs to the turn whose call ran it"
+        )
+    return started
 
 
 def _exited(world: World) -> dict[str, Any]:
@@ -1038,6 +1047,26 @@ def earlier_audit_kept(world: World) -> None:
         f"the audit row of command {earlier['id']}, run before the restart, became {now}: "
         "every command keeps its own record (a command id is never used twice)"
     )
+
+
+@then("the command's call got an error result, ran nothing, and the turn went on")
+@verifies("P9")
+def unstartable_command(world: World) -> None:
+    call_id = need(world.script.last_call_id("Bash"), "the Bash call")
+    result = check_one_result(world, call_id, "Bash")
+    code = (result.get("error") or {}).get("code")
+    assert (result["status"], code in _UNSTARTABLE) == ("error", True), (
+        f"the Bash call whose project folder is gone ended {result['status']} with {code}, "
+        f"expected an error result with one of {sorted(_UNSTARTABLE)}"
+    )
+    ended = need(world.last_turn_end, "finished turn")
+    assert ended["outcome"] == "completed", (
+        f"the turn ended {ended['outcome']}: a command that cannot start is the call's "
+        "failure, and the turn goes on"
+    )
+
+
+_UNSTARTABLE = frozenset({"TOOL_FAILED", "WORKSPACE_INVALID"})
 
 
 @then("the command is recorded for audit")

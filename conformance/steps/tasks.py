@@ -18,7 +18,13 @@ from pytest_bdd import given, parsers, then, when
 from conformance.blame import blame, verifies
 from conformance.client import RpcError
 from conformance.messages import message_text
-from conformance.mock_provider import ScriptedToolCall, StallReply, TextReply, ToolCallsReply
+from conformance.mock_provider import (
+    HttpErrorReply,
+    ScriptedToolCall,
+    StallReply,
+    TextReply,
+    ToolCallsReply,
+)
 from conformance.steps.model import default_markdown, script_calls, submit_plan_call, tool_call
 from conformance.steps.requests import granted, mock_provider, permission_mode, plain
 from conformance.steps.sessions import MODES, prompt, session_id
@@ -249,6 +255,22 @@ def task_run_by_hand(world: World) -> None:
     run_task(world, "is run now")
     run = need(world.tasks.run, "finished run")
     assert run["outcome"] == "completed", f"the run by hand ended {run['outcome']}"
+
+
+@given("the task ran when its time came")
+def task_already_ran_at_its_time(world: World) -> None:
+    runs_at = need(world.tasks.task, "scheduled task")["runAt"]
+    assert runs_at is not None, "the scenario's task was never due"
+    _clock_past(world, runs_at)
+    task_ran_at_its_time(world)
+
+
+@given("the task's run failed because the model provider answered with an error")
+def task_run_failed(world: World) -> None:
+    world.provider.enqueue(HttpErrorReply(400, "the provider refused the request"))
+    run_task(world, "is run now")
+    run = need(world.tasks.run, "finished run")
+    assert run["outcome"] == "failed", f"the run the provider refused ended {run['outcome']}"
 
 
 @then("the other task reports no last run")
@@ -521,8 +543,18 @@ def run_failed_with_its_turn(world: World) -> None:
         f"task/list reports the last run {last}, not the failed run {run['runId']}"
     )
     rows = world.storage().rows("scheduled_task_runs", "id = ?", (run["runId"],))
-    stored = rows[0]["outcome"] if rows else "no row"
-    assert stored == "failed", f"scheduled_task_runs holds the failed run as {stored}"
+    stored = (rows[0]["outcome"], rows[0]["error_code"]) if rows else "no row"
+    reported = {
+        "task/runFinished": (run["outcome"], (run.get("error") or {}).get("code")),
+        "task/list's lastRun": (last["outcome"], (last.get("error") or {}).get("code")),
+        "scheduled_task_runs": stored,
+    }
+    wrong = {where: got for where, got in reported.items() if got != ("failed", "PROVIDER_ERROR")}
+    assert not wrong, (
+        f"the failed run reads {wrong}, not failed with PROVIDER_ERROR: a run whose turn "
+        "failed is recorded with its turn's error, in task/runFinished, lastRun and "
+        "scheduled_task_runs alike"
+    )
 
 
 @then("no plan artifact was written")
@@ -709,6 +741,18 @@ def moved_task_idle(world: World) -> None:
 @verifies("P29")
 def task_ran_at_its_time(world: World) -> None:
     task_id = _task_id(world)
+    granted(world.rpc.list_sessions)  # a round trip: a run the clock move started shows
+    started = [
+        n
+        for n in world.notifications(since=world.cursors.turn)
+        if (n["method"] == "turn/started" and n["params"]["kind"] == "scheduled")
+        or (n["method"] == "task/runFinished" and n["params"]["run"]["taskId"] == task_id)
+    ]
+    assert started, (
+        f"the host clock passed the task's runAt {need(world.tasks.task, 'task')['runAt']}, "
+        "and the host announced no run of it, neither before answering that clock move (P32) "
+        "nor by its next answer: the task did not run when its time came"
+    )
     world.tasks.run = _finished(
         world, lambda p: p["run"]["taskId"] == task_id and p["run"]["outcome"] != "running"
     )
@@ -857,6 +901,35 @@ def task_waiting_for_model(world: World) -> None:
     world.tasks.run = world.rpc.request("task/run", {"taskId": _task_id(world)})["run"]
     # The settle point: the run's request reached the model, so its turn is under way.
     world.provider.wait_for_requests(world.cursors.provider_turn + 1, world.timeout)
+
+
+@when("the task is run again by hand")
+def run_again_by_hand(world: World) -> None:
+    world.tasks.first_run = need(world.tasks.run, "run under way")
+    _before_run(world)
+    world.tasks.run = plain(granted(world.rpc.run_task, _task_id(world)).run)
+
+
+@then("the second run is a run of its own, in a session of its own, and it completes")
+@verifies("P35")
+def second_run_of_its_own(world: World) -> None:
+    first, second = need(world.tasks.first_run, "first run"), need(world.tasks.run, "second run")
+    assert second["runId"] != first["runId"], (
+        f"task/run answered the earlier run {first['runId']} ({first['outcome']}) instead of "
+        "starting one: every task/run runs the task now, as a run of its own"
+    )
+    assert second["sessionId"] != first["sessionId"], (
+        f"the second run was given the first run's session {first['sessionId']}: every run is "
+        "a new session"
+    )
+    finished = _finished(
+        world, lambda p: p["run"]["runId"] == second["runId"] and p["run"]["outcome"] != "running"
+    )
+    assert finished["outcome"] == "completed", f"the second run ended {finished}"
+    listed = {s.sessionId for s in granted(world.rpc.list_sessions).sessions}
+    assert {first["sessionId"], second["sessionId"]} <= listed, (
+        f"session/list does not list both runs' sessions: {sorted(listed)}"
+    )
 
 
 @then("the run's session shows its turn under way")

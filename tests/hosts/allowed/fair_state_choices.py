@@ -3,9 +3,9 @@ contract alone."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
+from collections.abc import Awaitable
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
@@ -350,7 +350,6 @@ def _default_shell_stored_at_start() -> None:
 
 
 _RUNNER: contextvars.ContextVar[TurnRunner] = contextvars.ContextVar("runner")
-_WRITES: set[asyncio.Task[None]] = set()  # held until done, as the loop keeps weak ones
 
 
 def record_commands_at_start() -> None:
@@ -366,7 +365,7 @@ def record_commands_at_start() -> None:
         runner = _RUNNER.get()
         started_at = kwargs["clock"].now_ms()
 
-        def on_start(command_id: str) -> None:
+        def on_start(command_id: str) -> Awaitable[None]:
             row = {
                 "id": command_id,
                 "session_id": kwargs["session_id"],
@@ -377,10 +376,9 @@ def record_commands_at_start() -> None:
                 "cwd": kwargs["cwd"],
                 "started_at": started_at,
             }
-            # an upsert of the start's columns only: landing after the end loses nothing
-            write = asyncio.get_running_loop().create_task(runner.host.storage.record_command(row))
-            _WRITES.add(write)
-            write.add_done_callback(_WRITES.discard)
+            # written before the command's output is streamed; an upsert of the start's
+            # columns only, so the end's row completes it
+            return runner.host.storage.record_command(row)
 
         return await run_command(*args, **kwargs, on_start=on_start)
 

@@ -558,8 +558,7 @@ CASES = [
         "scheduled_plan",
         "task_keeps_its_time_across_a_restart",
         "P29",
-        "no task/runFinished notification matched",
-        slow=True,  # caught when the wait for the run runs out
+        "the task did not run when its time came",
     ),
     BrokenCase(
         "remembers-permission-for-the-turn",

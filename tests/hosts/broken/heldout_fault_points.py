@@ -1,10 +1,10 @@
 """Broken hosts: a held-out set (fault points), written from the contract alone.
 
-Six of these thirteen were caught from the start. Four more are caught now: the model
-submits the plan again after a failed write or flush in the same Plan turn (the fault is
-used up, and the turn goes on), and an execution held back stays queued while another
-session plans and the clock moves. Open: one-fault-armed-at-a-time,
-hold-taken-by-failed-approve (two faults armed at once) and fired-fault-rearmed-on-restart.
+Six of these thirteen were caught from the start; all are caught now. The model submits
+the plan again after a failed write or flush in the same Plan turn (the fault is used up,
+and the turn goes on); an execution held back stays queued while another session plans and
+the clock moves; a failed approval leaves the hold on the next execution armed (two faults
+armed at once); and a write failure that fired before a restart does not fire after it.
 """
 
 from __future__ import annotations
@@ -363,6 +363,27 @@ def _fired_fault_rearmed_on_restart() -> None:
 
 
 CASES = [
+    BrokenCase(
+        "one-fault-armed-at-a-time",
+        "approval",
+        "failed_approval_leaves_the_next_execution_held_back",
+        "R4.6",
+        "the approve with the commit failure armed was answered ok",
+    ),
+    BrokenCase(
+        "hold-taken-by-failed-approve",
+        "approval",
+        "failed_approval_leaves_the_next_execution_held_back",
+        "C8",
+        "a held execution stays queued until the host stops",
+    ),
+    BrokenCase(
+        "fired-fault-rearmed-on-restart",
+        "artifact_integrity",
+        "write_failure_that_happened_before_a_restart",
+        "R2.12",
+        "one that fired before a restart does not fire again after it",
+    ),
     BrokenCase(
         "flush-failure-only-logged",
         "artifact_integrity",

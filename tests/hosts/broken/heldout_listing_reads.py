@@ -1,11 +1,11 @@
 """Broken hosts: a held-out set (listing and reading), written from the contract alone.
 
-Eight of these thirteen were caught from the start. Four more are caught now: approval/list
+Eight of these thirteen were caught from the start; all are caught now: approval/list
 for a session the host never made (P34, a new rule: SESSION_NOT_FOUND for reads as for
 changes), a task listed, then changed an hour later (the list shows the change and the
-task keeps its createdAt, P29), and a transcript whose seq repeats (R1.3: seq grows from
-entry to entry). Open: approval-list-sorted-as-text (approvals whose createdAt have a
-different number of digits, which a clock set back to 2001 would take).
+task keeps its createdAt, P29), a transcript whose seq repeats (R1.3: seq grows from
+entry to entry), and plans made either side of the moment the clock's count of
+milliseconds gains a digit (R7.2: oldest first, compared as numbers).
 """
 
 from __future__ import annotations
@@ -232,6 +232,13 @@ def _last_run_skips_refused() -> None:
 
 
 CASES = [
+    BrokenCase(
+        "approval-list-sorted-as-text",
+        "approval",
+        "either_side_of_a_round_clock_reading",
+        "R7.2",
+        "oldest first, the titles are",
+    ),
     BrokenCase(
         "approval-list-unknown-session-empty",
         "sessions",

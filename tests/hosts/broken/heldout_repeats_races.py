@@ -1,12 +1,12 @@
 """Broken hosts: a held-out set (repeats and races), written from the contract alone.
 
-Six of these twelve were caught from the start (one only through timeouts elsewhere).
-Five more are caught now: two prompts sent at once (R5.1), an id used again once answered
+Six of these twelve were caught from the start (one only through timeouts elsewhere);
+all are caught now: two prompts sent at once (R5.1), an id used again once answered
 (P1, a sentence now says every request is served as it comes), an approve after the
-execution was cancelled (R4.4), a task renamed before its time runs once (P29), and a fault
-armed twice fires once. Open: task-run-joins-running-run (whether a second task/run while
-one runs starts a run of its own is not stated) and same-prompt-same-instant-deduplicated,
-caught only by waits that run out in scenarios about other rules.
+execution was cancelled (R4.4), a task renamed before its time runs once (P29), a fault
+armed twice fires once, the same prompt sent again at the same host-clock instant starts
+a turn of its own (R5.1), and a task run again while its first run is under way starts a
+second run (P35, a new rule).
 """
 
 from __future__ import annotations
@@ -326,6 +326,20 @@ def _identical_creates_share_a_session() -> None:
 
 
 CASES = [
+    BrokenCase(
+        "task-run-joins-running-run",
+        "scheduled_plan",
+        "task_run_again_while_its_first_run",
+        "P35",
+        "every task/run runs the task now, as a run of its own",
+    ),
+    BrokenCase(
+        "same-prompt-same-instant-deduplicated",
+        "turn_boundaries",
+        "same_prompt_sent_again_once_its_turn",
+        "R5.1",
+        "the second prompt was answered with the first one's turn",
+    ),
     BrokenCase(
         "second-reject-answers-success",
         "approval",

@@ -335,8 +335,7 @@ CASES = [
         "scheduled_plan",
         "switched_off_and_on_again",
         "P29",
-        "no task/runFinished notification matched",
-        slow=True,  # caught when the wait for the run runs out
+        "the task did not run when its time came",
     ),
     BrokenCase(
         "refused-task-disabled",

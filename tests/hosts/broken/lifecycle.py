@@ -1628,7 +1628,31 @@ def _conformance_controls_always_on() -> None:
     patch(Host, "handlers", handlers)
 
 
+@variant("completed-turn-keeps-last-error")
+def _completed_turn_keeps_last_error() -> None:
+    # R7.2: the host keeps a turn's error in a per-session field that only a failure sets,
+    # so the turn after a failed one ends completed still carrying the failure's error.
+    last_error: dict[str, Any] = {}
+
+    def rewrite(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if method != "turn/ended":
+            return params
+        session = params["sessionId"]
+        if params["error"] is not None:
+            last_error[session] = params["error"]
+        return {**params, "error": last_error.get(session)}
+
+    rewrite_notifications(rewrite)
+
+
 CASES = [
+    BrokenCase(
+        "completed-turn-keeps-last-error",
+        "sessions",
+        "session_takes_a_new_prompt_after_a_provider_error",
+        "R7.2",
+        "completed with the error",
+    ),
     BrokenCase(
         "clock-stands-still-in-production",
         "scheduled_plan",
