@@ -91,6 +91,14 @@ def both_run_commands(world: World) -> None:
         speak_posix(world, alias)
 
 
+# the second session's command: prints once started, again on "go", a third time on "go-again"
+_SECOND_PRINTS_TWICE_WHEN_TOLD = (
+    'echo "second-started $(pwd -P)"; while [ ! -f go ]; do sleep 0.05; done; '
+    "echo second-late; while [ ! -f go-again ]; do sleep 0.05; done; "
+    "echo second-last; sleep 3600"
+)
+
+
 @given("the model will run a command in each session, the first printing again when told")
 def commands_in_both(world: World) -> None:
     # Each command names its working folder, then prints again once told: the two
@@ -100,11 +108,7 @@ def commands_in_both(world: World) -> None:
         'echo "first-started $(pwd -P)"; while [ ! -f go ]; do sleep 0.05; done; '
         "echo first-late; sleep 3600"
     )
-    second = (
-        'echo "second-started $(pwd -P)"; while [ ! -f go ]; do sleep 0.05; done; '
-        "echo second-late; while [ ! -f go-again ]; do sleep 0.05; done; "
-        "echo second-last; sleep 3600"
-    )
+    second = _SECOND_PRINTS_TWICE_WHEN_TOLD
     world.provider.enqueue(
         ToolCallsReply((ScriptedToolCall("Bash", {"command": first}),)),
         ToolCallsReply((ScriptedToolCall("Bash", {"command": second}),)),
@@ -141,11 +145,7 @@ def commands_in_both_first_fails(world: World) -> None:
         'echo "first-started $(pwd -P)"; while [ ! -f go ]; do sleep 0.05; done; '
         "echo first-late; while [ ! -f end ]; do sleep 0.05; done"
     )
-    second = (
-        'echo "second-started $(pwd -P)"; while [ ! -f go ]; do sleep 0.05; done; '
-        "echo second-late; while [ ! -f go-again ]; do sleep 0.05; done; "
-        "echo second-last; sleep 3600"
-    )
+    second = _SECOND_PRINTS_TWICE_WHEN_TOLD
     world.provider.enqueue(
         ToolCallsReply((ScriptedToolCall("Bash", {"command": first}),)),
         ToolCallsReply((ScriptedToolCall("Bash", {"command": second}),)),

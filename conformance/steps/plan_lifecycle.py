@@ -123,11 +123,23 @@ def model_submits_twice(world: World, title: str) -> None:
     script_calls(world, tool_call(world, "SubmitPlan", arguments))
 
 
+def _submission_endings(world: World) -> list[tuple[str, str | None]]:
+    """(status, error code) of each SubmitPlan call of the last turn, in order."""
+    return [
+        (r["status"], (r.get("error") or {}).get("code")) for r in tool_results(world, "SubmitPlan")
+    ]
+
+
+def _only_pending(world: World, title: str) -> None:
+    """The session's one approval is ``title``, pending."""
+    listed = [(a.title, a.status) for a in _approvals(world)]
+    assert listed == [(title, "pending")], f"the host lists approvals {listed}"
+
+
 @then(parsers.parse('the second submission of "{title}" awaits approval'))
 @verifies("R2.12")
 def second_submission_awaits(world: World, title: str) -> None:
-    results = tool_results(world, "SubmitPlan")
-    statuses = [(r["status"], (r.get("error") or {}).get("code")) for r in results]
+    statuses = _submission_endings(world)
     assert statuses[1:] == [("ok", None)], (
         f"the SubmitPlan calls ended {statuses}: once its fault has fired, a second SubmitPlan "
         "in the same Plan turn is stored"
@@ -139,25 +151,18 @@ def second_submission_awaits(world: World, title: str) -> None:
                 f"expected {PLAN_TOOLS}: a failed SubmitPlan leaves the planning tools as they "
                 "were, SubmitPlan included"
             )
-    approvals = _approvals(world)
-    assert [(a.title, a.status) for a in approvals] == [(title, "pending")], (
-        f"the host lists approvals {[(a.title, a.status) for a in approvals]}"
-    )
+    _only_pending(world, title)
 
 
 @then(parsers.parse('the plan titled "{title}" submitted after the restart awaits approval'))
 @verifies("R2.12")
 def submitted_after_restart(world: World, title: str) -> None:
-    results = tool_results(world, "SubmitPlan")
-    statuses = [(r["status"], (r.get("error") or {}).get("code")) for r in results]
+    statuses = _submission_endings(world)
     assert statuses == [("ok", None)], (
         f"the SubmitPlan after the restart ended {statuses}: a fault fires once, and one "
         "that fired before a restart does not fire again after it"
     )
-    approvals = _approvals(world)
-    assert [(a.title, a.status) for a in approvals] == [(title, "pending")], (
-        f"the host lists approvals {[(a.title, a.status) for a in approvals]}"
-    )
+    _only_pending(world, title)
 
 
 @then(parsers.parse("the only approval is the one for {title}"))
