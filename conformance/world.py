@@ -284,6 +284,9 @@ class CommandWatch:
     ran_while_running: bool | None = None  # output seen before the command ended
     open_gates: list[int] = field(default_factory=list)  # pipe descriptors to close
     earlier_audit: list[dict[str, Any]] = field(default_factory=list)  # an earlier command's row
+    second_command: str | None = None  # the second command of one message
+    clock_at_prompt: int | None = None  # the host clock when the turn was prompted
+    second_started_at: int | None = None  # the host clock when the second command started
 
 
 @dataclass
@@ -475,6 +478,16 @@ class World:
             if now >= moment:
                 return len(self.retired_notifications) + mark
         return None
+
+    def clock_when(self, index: int, before: int) -> int:
+        """The host clock when notification ``index`` arrived: what the live host answered to
+        the last clock move it had answered by then, or ``before`` if none."""
+        reading = before
+        if self.client is not None:
+            for now, mark in self.client.clock_moves:
+                if len(self.retired_notifications) + mark <= index:
+                    reading = now
+        return reading
 
     def notifications(self, method: str | None = None, since: int = 0) -> list[dict[str, Any]]:
         """Notifications of every host process of this scenario from ``since`` on."""

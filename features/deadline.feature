@@ -58,6 +58,21 @@ Feature: The absolute approval deadline
       Then the host announced the expiry on its own
       And the approval expired with PLAN_APPROVAL_TIMEOUT
 
+    @R3.9 @R3.11
+    Scenario: A plan submitted after a rejected one still waits at the rejected plan's deadline
+      Given the user rejected the plan
+      And 10 minutes passed
+      And the model submitted a new plan titled "Second attempt"
+      When 20 minutes pass
+      Then the revised plan titled "Second attempt" still awaits approval at the first plan's deadline
+
+    @R3.11 @R5.9
+    Scenario: A plan expires when the time is up while another session's turn is under way
+      Given another session's turn is under way
+      When 30 minutes pass
+      Then the host announced the expiry on its own
+      And the approval expired with PLAN_APPROVAL_TIMEOUT
+
     @R3.11 @R4.5
     Scenario: A plan approved before its deadline is carried out past it
       Given the model will take its time to carry out the plan

@@ -116,6 +116,16 @@ Feature: Sessions are isolated from each other
       And a minute passes on the host clock
       Then the second session's command timed out
 
+    @R5.9 @C5
+    Scenario: Cancelling one session's turn leaves another session's command timeout armed
+      Given both sessions run commands without asking
+      And the model will run a command with a one-minute timeout in each session, the first ending when told
+      And the user prompts both sessions
+      And both commands run and the first prints again
+      When the user cancels the first session's turn
+      And a minute passes on the host clock
+      Then the second session's command timed out
+
     @R5.9 @P7
     Scenario: Cancelling one session's turn leaves another session's question open
       Given the model will ask to write a file in each session

@@ -112,6 +112,14 @@ Feature: Scheduled tasks never plan unattended
       Then the Write call ran
       And the run went on to completion
 
+    @C5 @P8
+    Scenario: A command in a scheduled run times out on the host clock
+      Given a scheduled task in Agent mode for the project
+      And the model will run a waiting command with a one-minute timeout during the task and then finish
+      And the task was run and its command has started
+      When a minute passes on the host clock
+      Then the run's command timed out and the run completed
+
     @P8 @R5.9
     Scenario: While a run is under way, an interactive session still asks its user
       Given a scheduled task in Agent mode for the project
@@ -297,6 +305,41 @@ Feature: Scheduled tasks never plan unattended
       When the host clock reaches the task's time
       Then the task ran at its time, not before
 
+    @P29 @R5.9
+    Scenario: A task runs when its time comes while a plan of its project awaits approval
+      Given a scheduled task in Agent mode for the project
+      And the task is due in 5 minutes
+      And a plan titled "Waiting for the user" is awaiting approval
+      And the model will answer "The changelog is tidy." for the task
+      When the time the task was due comes
+      Then the task ran when its time came
+
+    @P29 @P32
+    Scenario: A task runs once when the clock goes back and then past its time
+      Given a scheduled task in Agent mode for the project
+      And the task is due in 5 minutes
+      And the host clock was set back an hour
+      And the model will answer "The changelog is tidy." for the task
+      When the time the task was due comes
+      Then the task ran once when its time came
+
+    @P29 @P32
+    Scenario: A task due in three days runs when the clock jumps a week ahead
+      Given a scheduled task in Agent mode for the project
+      And the task is due in 3 days
+      And the model will answer "The changelog is tidy." for the task
+      When the host clock jumps a week ahead
+      Then the task ran when its time came
+
+    @P29 @R6.1
+    Scenario: A Plan task refused when its time comes does not hold back another task due then
+      Given a scheduled task in Plan mode for the project
+      And the task is due in 5 minutes
+      And another scheduled task in Agent mode, due at the same time
+      And the model would answer "Release notes drafted." if it were asked
+      When the time the task was due comes
+      Then the other task ran when its time came
+
     @P29
     Scenario: A task keeps its time across a restart
       Given a scheduled task in Agent mode for the project
@@ -313,6 +356,15 @@ Feature: Scheduled tasks never plan unattended
       And the model will answer "The changelog is tidy." for the task
       And the task was run by hand
       And the model would answer "The changelog is tidy." if it were asked
+      When the host restarts
+      And the time the task was due comes
+      Then the task ran when its time came
+
+    @P29
+    Scenario: A task due in two days keeps its time across a restart
+      Given a scheduled task in Agent mode for the project
+      And the task is due in 2 days
+      And the model will answer "The changelog is tidy." for the task
       When the host restarts
       And the time the task was due comes
       Then the task ran when its time came
@@ -373,6 +425,16 @@ Feature: Scheduled tasks never plan unattended
       Given a scheduled task in Agent mode for the project
       When the user deletes the task
       Then the task is no longer listed
+
+    @P26 @P29
+    Scenario: Deleting a task leaves another task's time armed
+      Given a scheduled task in Agent mode for the project
+      And the task is due in 5 minutes
+      And another scheduled task in Agent mode, due at the same time
+      And the model would answer "Release notes drafted." if it were asked
+      And the user deleted the task
+      When the time the task was due comes
+      Then the other task ran when its time came
 
     @P26
     Scenario: A deleted task never runs when its time comes

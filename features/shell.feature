@@ -230,6 +230,22 @@ Feature: Shells and streamed commands
         | behind a double fork      |
         | ignoring requests to stop |
 
+    @C5
+    Scenario: The second command of a message counts its timeout from its own start
+      Given a session for the project with permission mode auto
+      When the model runs two commands in one message, each with a one-minute timeout, the first waiting until told
+      And 50 seconds pass on the host clock
+      And the first command is told to end and the second has started
+      And the host clock reaches 30 seconds after the second command's own start
+      Then the second command is still running, its own minute not yet over
+
+    @C5 @P32
+    Scenario: A command times out when the clock is set past its timeout
+      Given a session for the project with permission mode auto
+      When the model runs a command that leaves a process in the background and waits, with a timeout of 2000 ms
+      And the host clock is set 2 seconds ahead
+      Then the command timed out with a COMMAND_TIMED_OUT error
+
     @P19
     Scenario Outline: A process left <behind> ends when the host stops
       Given a session for the project with permission mode auto

@@ -28,7 +28,13 @@ from conformance.steps.requests import (
     plain,
     sent_together,
 )
-from conformance.steps.sessions import create_session_in_mode, read_session, session_id
+from conformance.steps.sessions import (
+    _create,
+    create_session_in_mode,
+    prompt,
+    read_session,
+    session_id,
+)
 from conformance.world import ApprovalSnapshot, Outcome, SubmittedPlan, World, need
 
 PLAN_PROMPT = "Plan the change, then submit it for approval."
@@ -437,6 +443,15 @@ _OFFSETS = {"one millisecond before": -1, "exactly": 0, "one millisecond after":
 def clock_near_deadline(world: World, offset: str) -> None:
     target = _created(world)["expiresAt"] + _OFFSETS[offset]
     granted(world.rpc.clock_set, target)
+
+
+@given("another session's turn is under way")
+def other_session_busy(world: World) -> None:
+    _create(world, "other", mode="agent").require_result()
+    world.provider.enqueue(StallReply())
+    before = len(world.provider.requests())
+    prompt(world, "Keep working on the other part.", "other")
+    world.provider.wait_for_requests(before + 1, timeout=world.timeout)
 
 
 @given("the client reloads and reads the approval again")
@@ -1011,6 +1026,24 @@ def listed_oldest_first(world: World, titles: str) -> None:
     shown = [(a.title, a.createdAt) for a in listed]
     assert [a.title for a in listed] == expected, (
         f"approval/list lists (title, createdAt) {shown}; oldest first, the titles are {expected}"
+    )
+
+
+@then(
+    parsers.parse(
+        'the revised plan titled "{title}" still awaits approval at the first plan\'s deadline'
+    )
+)
+@verifies("R3.9")
+def revision_outlives_first_deadline(world: World, title: str) -> None:
+    granted(world.rpc.list_sessions)  # a round trip: what the clock move did shows by now
+    approvals = granted(world.rpc.list_approvals, session_id(world)).approvals
+    found = [a for a in approvals if a.title == title]
+    assert len(found) == 1, f"approvals titled {title!r}: {found}"
+    revision = found[0]
+    assert revision.status == "pending", (
+        f"the revised plan reads {revision.status} at the first plan's deadline, though its own "
+        f"deadline is {revision.expiresAt}: each plan expires at its own deadline"
     )
 
 

@@ -882,6 +882,12 @@ def milliseconds_pass(world: World, ms: int) -> None:
     granted(world.rpc.clock_advance, ms)
 
 
+@when(parsers.parse("the host clock is set {seconds:d} seconds ahead"))
+def clock_set_ahead(world: World, seconds: int) -> None:
+    now = granted(world.rpc.clock_get).now
+    granted(world.rpc.clock_set, now + seconds * 1000)
+
+
 @when("one more millisecond passes on the host clock")
 def one_millisecond_passes(world: World) -> None:
     granted(world.rpc.clock_advance, 1)
@@ -905,6 +911,86 @@ def command_after_slow_answer(world: World, ms: int, seconds: int) -> None:
         "permission/respond", {"requestId": request["requestId"], "decision": "allow"}
     )
     _wait_output(world, "started")
+
+
+_WAIT_FOR = "while [ ! -f {gate} ]; do sleep 0.05; done"
+
+
+@when(
+    "the model runs two commands in one message, each with a one-minute timeout, the first "
+    "waiting until told"
+)
+def two_commands_in_one_message(world: World) -> None:
+    speak_posix(world)
+    calls = tuple(
+        ScriptedToolCall(
+            "Bash",
+            {
+                "command": f"echo {name}-started; {_WAIT_FOR.format(gate=gate)}",
+                "timeout_ms": 60_000,
+            },
+        )
+        for name, gate in (("first", "end-first"), ("second", "end-second"))
+    )
+    world.provider.enqueue(ToolCallsReply(calls), TextReply("Both commands are done."))
+    world.cursors.turn = world.mark()
+    world.cursors.provider_turn = len(world.provider.requests())
+    world.commands.clock_at_prompt = granted(world.rpc.clock_get).now
+    turn_id = granted(world.rpc.prompt, session_id(world), "Run both.").turnId
+    world.commands.turn_id = turn_id
+    first = world.wait_for("command/started", lambda p: p["turnId"] == turn_id, world.cursors.turn)
+    wait_command_line(world, first["commandId"], "first-started", world.cursors.turn)
+
+
+@when("the first command is told to end and the second has started")
+def first_ends_second_starts(world: World) -> None:
+    turn_id = _turn_id(world)
+    (world.workspace / "end-first").write_text("end\n", encoding="utf-8")
+    second = world.wait_for(
+        "command/started",
+        lambda p: p["turnId"] == turn_id and "second-started" in p["command"],
+        world.cursors.turn,
+    )
+    wait_command_line(world, second["commandId"], "second-started", world.cursors.turn)
+    world.commands.second_command = second["commandId"]
+    # The host may run a message's calls one after another or side by side: the second
+    # command's own start is whenever the host started it.
+    index = next(
+        i
+        for i, n in enumerate(world.notifications())
+        if n["method"] == "command/started" and n["params"]["commandId"] == second["commandId"]
+    )
+    before = need(world.commands.clock_at_prompt, "the clock at the prompt")
+    world.commands.second_started_at = world.clock_when(index, before)
+
+
+@when("the host clock reaches 30 seconds after the second command's own start")
+def clock_past_second_start(world: World) -> None:
+    target = need(world.commands.second_started_at, "the second command's start") + 30_000
+    now = granted(world.rpc.clock_get).now
+    granted(world.rpc.clock_advance, max(0, target - now))
+
+
+@then("the second command is still running, its own minute not yet over")
+@verifies("C5")
+def second_still_running(world: World) -> None:
+    command = need(world.commands.second_command, "the second command")
+    try:
+        exited = world.wait_for(
+            "command/exited",
+            lambda p: p["commandId"] == command,
+            since=world.cursors.turn,
+            timeout=STILL_RUNNING_S,
+        )
+    except TimeoutError:
+        (world.workspace / "end-second").write_text("end\n", encoding="utf-8")
+        _turn_end(world)
+        return
+    raise AssertionError(
+        f"the second command of the message ended {exited} 30 seconds into its one-minute "
+        "timeout: a command's timeout counts from its own start, not from the first command "
+        "of its message"
+    )
 
 
 @then("the command is still running")

@@ -737,10 +737,8 @@ def moved_task_idle(world: World) -> None:
     _did_not_run(world, "the task at the time it was moved from")
 
 
-@then("the task ran when its time came")
-@verifies("P29")
-def task_ran_at_its_time(world: World) -> None:
-    task_id = _task_id(world)
+def _ran_when_due(world: World, task_id: str, which: str) -> dict[str, Any]:
+    """The completed run of ``task_id`` that the last clock move started."""
     granted(world.rpc.list_sessions)  # a round trip: a run the clock move started shows
     started = [
         n
@@ -749,16 +747,35 @@ def task_ran_at_its_time(world: World) -> None:
         or (n["method"] == "task/runFinished" and n["params"]["run"]["taskId"] == task_id)
     ]
     assert started, (
-        f"the host clock passed the task's runAt {need(world.tasks.task, 'task')['runAt']}, "
-        "and the host announced no run of it, neither before answering that clock move (P32) "
-        "nor by its next answer: the task did not run when its time came"
+        f"the host clock passed the runAt of {which}, and the host announced no run of it, "
+        "neither before answering that clock move (P32) nor by its next answer: the task did "
+        "not run when its time came"
     )
-    world.tasks.run = _finished(
+    run = _finished(
         world, lambda p: p["run"]["taskId"] == task_id and p["run"]["outcome"] != "running"
     )
-    run = world.tasks.run
     assert run["outcome"] == "completed", f"the run ended {run['outcome']}: {run['error']}"
     _check_run_announcements(world, task_id, run, None)
+    return run
+
+
+@then("the task ran when its time came")
+@verifies("P29")
+def task_ran_at_its_time(world: World) -> None:
+    world.tasks.run = _ran_when_due(world, _task_id(world), "the task")
+
+
+@then("the other task ran when its time came")
+@verifies("P29")
+def other_task_ran(world: World) -> None:
+    other = need(world.tasks.other_task_id, "the other task")
+    _ran_when_due(world, other, "the other task, whose time one clock move also passed")
+
+
+@when("the host clock jumps a week ahead")
+def clock_jumps_a_week(world: World) -> None:
+    _before_run(world)
+    granted(world.rpc.clock_advance, 7 * 24 * 3_600_000)
 
 
 @then("the task ran once when its time came")
@@ -930,6 +947,41 @@ def second_run_of_its_own(world: World) -> None:
     assert {first["sessionId"], second["sessionId"]} <= listed, (
         f"session/list does not list both runs' sessions: {sorted(listed)}"
     )
+
+
+@given(
+    "the model will run a waiting command with a one-minute timeout during the task and then finish"
+)
+def task_runs_waiting_command(world: World) -> None:
+    call = ScriptedToolCall("Bash", {"command": "echo waiting; sleep 3600", "timeout_ms": 60_000})
+    world.provider.enqueue(ToolCallsReply((call,)), TextReply("The command was stopped."))
+
+
+@given("the task was run and its command has started")
+def task_command_started(world: World) -> None:
+    _before_run(world)
+    world.tasks.run = plain(granted(world.rpc.run_task, _task_id(world)).run)
+    world.wait_for("command/started", since=world.cursors.turn)
+
+
+@then("the run's command timed out and the run completed")
+@verifies("C5")
+def run_command_timed_out(world: World) -> None:
+    run = need(world.tasks.run, "the run")
+    command = world.wait_for("command/started", since=world.cursors.turn)["commandId"]
+    try:
+        exited = world.wait_for("command/exited", lambda p: p["commandId"] == command)
+    except TimeoutError:
+        raise AssertionError(
+            "the scheduled run's command did not time out when the host clock passed its "
+            "one-minute timeout: a command's timeout runs on the host clock in a scheduled run "
+            "as in any turn"
+        ) from None
+    assert exited["timedOut"] is True, f"the run's command ended {exited}"
+    finished = _finished(
+        world, lambda p: p["run"]["runId"] == run["runId"] and p["run"]["outcome"] != "running"
+    )
+    assert finished["outcome"] == "completed", f"the run ended {finished}"
 
 
 @then("the run's session shows its turn under way")

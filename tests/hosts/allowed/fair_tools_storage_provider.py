@@ -608,7 +608,55 @@ def _commands_with_minimal_environment() -> None:
     patch(commands, "_spawn", spawn)
 
 
+@variant("bash-calls-side-by-side")
+def _bash_calls_side_by_side() -> None:
+    # P9 / C5: nothing orders the calls of one message. This host runs a message made only
+    # of Bash calls side by side, each command timed from its own start, and reports the
+    # results in the order of the calls.
+    from reference_host import turns
+    from reference_host.errors import HostError
+    from reference_host.turns import TurnRunner
+
+    run_batch = TurnRunner._run_batch
+
+    async def side_by_side(
+        self: TurnRunner, session: Any, turn_id: str, calls: Any, unattended: bool
+    ) -> Any:
+        if len(calls) < 2 or any(call.name != "Bash" for call in calls):
+            return await run_batch(self, session, turn_id, calls, unattended)
+        for call in calls:
+            self.host.notify(
+                "turn/toolCall",
+                {
+                    "sessionId": session.id,
+                    "turnId": turn_id,
+                    "toolCallId": call.call_id,
+                    "tool": call.name,
+                    "input": turns._parse_arguments(call),
+                },
+            )
+        try:
+            outcomes = list(
+                await asyncio.gather(
+                    *(self._run_call(session, turn_id, call, unattended) for call in calls)
+                )
+            )
+        except asyncio.CancelledError:
+            cut = turns._failure(HostError("TURN_CANCELLED", "the turn was cancelled"))
+            self._announce_results(session.id, turn_id, calls, [cut] * len(calls))
+            raise
+        self._announce_results(session.id, turn_id, calls, outcomes)
+        return outcomes
+
+    patch(TurnRunner, "_run_batch", side_by_side)
+
+
 CASES = [
+    AllowedCase(
+        "bash-calls-side-by-side",
+        "shell,isolation",
+        why="no rule orders the calls of one message; each command is timed from its own start",
+    ),
     AllowedCase(
         "read-result-with-header",
         "plan_tools",
