@@ -55,6 +55,15 @@ Feature: Sessions are isolated from each other
         | Grep |
         | Glob |
 
+    @R5.8
+    Scenario: A search of the project does not read through a file linked into another project
+      Given the second session is busy with a turn of its own
+      And the project has a file linked to the other project's secret
+      And the model will search the project with Grep for the other project's secret
+      When the user talks to the agent
+      Then the other project's secret reached neither the model nor any message from the host
+      And the second session's turn is still running
+
   Rule: Events and actions belong to their own session (§5)
 
     @R5.9

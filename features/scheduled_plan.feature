@@ -341,6 +341,14 @@ Feature: Scheduled tasks never plan unattended
       Then the other task ran when its time came
 
     @P29
+    Scenario: A task without a project runs when its time comes
+      Given a scheduled task in Agent mode without a project
+      And the task is due in 5 minutes
+      And the model will answer "Nothing to tidy here." for the task
+      When the time the task was due comes
+      Then the task ran when its time came
+
+    @P29
     Scenario: A task keeps its time across a restart
       Given a scheduled task in Agent mode for the project
       And the task is due in 5 minutes
@@ -417,6 +425,29 @@ Feature: Scheduled tasks never plan unattended
       And the model will answer "Done again." for the task
       When the task is run again by hand
       Then the second run is a run of its own, in a session of its own, and it completes
+
+    @P35
+    Scenario: A run whose turn is cancelled ends failed
+      Given a scheduled task in Agent mode for the project
+      And the model will take its time to answer the task
+      And the task was run and is waiting for the model
+      When the user cancels the run's turn
+      Then the run is recorded as failed, as its cancelled turn ended
+
+    @R7.2
+    Scenario: The session a run created is announced as it reads once the run has ended
+      Given a scheduled task in Agent mode for the project
+      And the model will answer "The changelog is tidy." for the task
+      When the task is run now
+      Then the run's session was announced as it reads once the run has ended
+
+    @P8 @P7
+    Scenario: Once its run has ended, the session a run created asks its user like any session
+      Given a scheduled task in Agent mode for the project with permission mode ask
+      And the model will answer "The changelog is tidy." for the task
+      And the task was run by hand
+      When the user prompts the run's session, whose model asks to run a command
+      Then the run's session asks the user for permission, as any session does
 
   Rule: A deleted task is gone for good (project rule P26)
 

@@ -320,6 +320,12 @@ Feature: Shells and streamed commands
       When the model runs a command that writes to both streams and exits with code 3
       Then the command is recorded for audit
 
+    @C5
+    Scenario: A command run in a Plan turn is recorded for audit
+      Given a session for the project in Plan mode with permission mode auto
+      When the model runs a command that writes to both streams and exits with code 3
+      Then the command is recorded for audit
+
     @C5 @R4.1
     Scenario: A command after a restart is recorded beside the one before it
       Given a session for the project with permission mode auto

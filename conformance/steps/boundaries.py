@@ -747,6 +747,13 @@ def link_to_other(world: World) -> None:
     world.arranged.other_project_before = snapshot(other)
 
 
+@given("the project has a file linked to the other project's secret")
+def file_link_to_other(world: World) -> None:
+    other = need(world.arranged.other_project, "other project")
+    (world.workspace / "notes-link.txt").symlink_to(other / "secret.txt")
+    world.arranged.other_project_before = snapshot(other)
+
+
 @given(
     parsers.parse("the model will search the project with {tool} for the other project's secret")
 )

@@ -65,6 +65,11 @@ def scheduled_task(world: World, mode: str, permission: str = "auto") -> None:
     world.tasks.task = _new_task(world, "Changelog", TASK_PROMPT, mode, permission)
 
 
+@given(parsers.parse("a scheduled task in {mode} mode without a project"))
+def scheduled_task_without_project(world: World, mode: str) -> None:
+    world.tasks.task = _new_task(world, "Changelog", TASK_PROMPT, mode, "auto", projectless=True)
+
+
 def _new_task(
     world: World,
     name: str,
@@ -73,15 +78,16 @@ def _new_task(
     permission: str,
     run_at: int | None = None,
     root: str | None = None,
+    projectless: bool = False,
 ) -> dict[str, Any]:
-    """A task for the project (or ``root``) on the mock provider, switched on and (unless
-    ``run_at`` is given) not due, as the host answered it."""
+    """A task for the project (or ``root``, or no project at all) on the mock provider,
+    switched on and (unless ``run_at`` is given) not due, as the host answered it."""
     result = granted(
         world.rpc.create_task,
         name,
         prompt,
         MODES[mode],
-        root or str(world.workspace),
+        None if projectless else root or str(world.workspace),
         mock_provider(world),
         permission_mode=permission_mode(permission),
         run_at=run_at,
@@ -968,7 +974,17 @@ def task_command_started(world: World) -> None:
 @verifies("C5")
 def run_command_timed_out(world: World) -> None:
     run = need(world.tasks.run, "the run")
-    command = world.wait_for("command/started", since=world.cursors.turn)["commandId"]
+    started = world.wait_for("command/started", since=world.cursors.turn)
+    command = started["commandId"]
+    run_turn = world.wait_for(
+        "turn/started", lambda p: p["sessionId"] == run["sessionId"], since=world.cursors.turn
+    )["turnId"]
+    with blame("R5.9"):
+        assert started["turnId"] == run_turn, (
+            f"command/started names the turn {started['turnId']}, but the command was run in "
+            f"the scheduled run's turn {run_turn}: a command belongs to the turn whose call ran "
+            "it, in a scheduled run as in any turn"
+        )
     try:
         exited = world.wait_for("command/exited", lambda p: p["commandId"] == command)
     except TimeoutError:
@@ -982,6 +998,95 @@ def run_command_timed_out(world: World) -> None:
         world, lambda p: p["run"]["runId"] == run["runId"] and p["run"]["outcome"] != "running"
     )
     assert finished["outcome"] == "completed", f"the run ended {finished}"
+
+
+@when("the user cancels the run's turn")
+def cancel_run_turn(world: World) -> None:
+    run = need(world.tasks.run, "run under way")
+    granted(world.rpc.cancel, run["sessionId"])
+
+
+@then("the run is recorded as failed, as its cancelled turn ended")
+@verifies("P35")
+def cancelled_run_failed(world: World) -> None:
+    run = need(world.tasks.run, "the run")
+    try:
+        finished = _finished(
+            world, lambda p: p["run"]["runId"] == run["runId"] and p["run"]["outcome"] != "running"
+        )
+    except TimeoutError:
+        raise AssertionError(
+            "the run whose turn was cancelled never finished (no task/runFinished): every run "
+            "ends, failed when its turn did not complete"
+        ) from None
+    last = _task_now(world)["lastRun"]
+    rows = world.storage().rows("scheduled_task_runs", "id = ?", (run["runId"],))
+    reported = {
+        "task/runFinished": finished["outcome"],
+        "task/list's lastRun": last["outcome"] if last else None,
+        "scheduled_task_runs": rows[0]["outcome"] if rows else None,
+    }
+    assert set(reported.values()) == {"failed"}, (
+        f"the run whose turn was cancelled reads {reported}: a run ends completed only when its "
+        "turn completed, and failed otherwise, everywhere alike"
+    )
+
+
+@then("the run's session was announced as it reads once the run has ended")
+@verifies("R7.2")
+def run_session_announced(world: World) -> None:
+    run = need(world.tasks.run, "finished run")
+    session = run["sessionId"]
+    world.wait_for("turn/ended", lambda p: p["sessionId"] == session, since=world.cursors.turn)
+    now = plain(granted(world.rpc.get_session, session).session)
+    try:
+        world.wait_for(
+            "session/updated",
+            lambda p: p["session"]["sessionId"] == session and p["session"] == now,
+            since=world.cursors.turn,
+        )
+    except TimeoutError:
+        shown = [
+            n["params"]["session"]
+            for n in world.notifications("session/updated", world.cursors.turn)
+            if n["params"]["session"]["sessionId"] == session
+        ]
+        raise AssertionError(
+            f"the run's session reads {now}, but the host announced it {shown or 'never'}: a "
+            "run's session is a session like any other, and every change of what session/get "
+            "reports (its turn starting and ending) is announced"
+        ) from None
+
+
+@when("the user prompts the run's session, whose model asks to run a command")
+def prompt_run_session(world: World) -> None:
+    run = need(world.tasks.run, "finished run")
+    call = ScriptedToolCall("Bash", {"command": "echo asked"})
+    world.provider.enqueue(ToolCallsReply((call,)), TextReply("Asked first."))
+    world.cursors.turn = world.mark()
+    world.cursors.provider_turn = len(world.provider.requests())
+    world.active_turn = granted(world.rpc.prompt, run["sessionId"], "Run one more thing.").turnId
+
+
+@then("the run's session asks the user for permission, as any session does")
+@verifies("P8")
+def run_session_asks(world: World) -> None:
+    run = need(world.tasks.run, "finished run")
+    turn_id = need(world.active_turn, "the prompted turn")
+    _, found = world.rpc.wait_for_any(
+        ("permission/requested", "turn/toolResult"),
+        lambda p: p.get("sessionId") == run["sessionId"] and p.get("tool") == "Bash",
+        since=world.cursors.turn,
+    )
+    assert found["method"] == "permission/requested", (
+        "the Bash call of a prompt to the session a run created ran or was refused without "
+        f"asking the user: {found['params']}; once the run has ended its session is attended "
+        "like any other, and its permission mode (ask) asks before Bash"
+    )
+    world.rpc.call(
+        "permission/respond", {"requestId": found["params"]["requestId"], "decision": "deny"}
+    )
+    world.wait_for("turn/ended", lambda p: p["turnId"] == turn_id, since=world.cursors.turn)
 
 
 @then("the run's session shows its turn under way")
