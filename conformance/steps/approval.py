@@ -18,6 +18,7 @@ from conformance.capabilities import require_fault_point
 from conformance.explore.model import APPROVAL_TTL_MS
 from conformance.mock_provider import StallReply, TextReply
 from conformance.protocol_models import ApprovalApproveParams
+from conformance.steps.boundaries import _started as turn_reached_model
 from conformance.steps.model import default_markdown, script_plan, submit_plan_call
 from conformance.steps.plan import latest_approval, snapshot
 from conformance.steps.requests import (
@@ -28,13 +29,7 @@ from conformance.steps.requests import (
     plain,
     sent_together,
 )
-from conformance.steps.sessions import (
-    _create,
-    create_session_in_mode,
-    prompt,
-    read_session,
-    session_id,
-)
+from conformance.steps.sessions import _create, create_session_in_mode, read_session, session_id
 from conformance.world import ApprovalSnapshot, Outcome, SubmittedPlan, World, need
 
 PLAN_PROMPT = "Plan the change, then submit it for approval."
@@ -449,9 +444,7 @@ def clock_near_deadline(world: World, offset: str) -> None:
 def other_session_busy(world: World) -> None:
     _create(world, "other", mode="agent").require_result()
     world.provider.enqueue(StallReply())
-    before = len(world.provider.requests())
-    prompt(world, "Keep working on the other part.", "other")
-    world.provider.wait_for_requests(before + 1, timeout=world.timeout)
+    turn_reached_model(world, "other", "Keep working on the other part.")
 
 
 @given("the client reloads and reads the approval again")

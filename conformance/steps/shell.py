@@ -125,16 +125,25 @@ def _start(
 ) -> str:
     """Script a Bash call of ``command`` (and, with ``finish``, the answer after its
     result), prompt the session, and return the turn's id without waiting for it."""
-    speak_posix(world)
     arguments: dict[str, Any] = {"command": command}
     if timeout_ms is not None:
         arguments["timeout_ms"] = timeout_ms
-    world.provider.enqueue(ToolCallsReply((ScriptedToolCall("Bash", arguments),)))
-    if finish:
-        world.provider.enqueue(TextReply("The command is done."))
+    answer = "The command is done." if finish else None
+    return _prompt_calls(world, (ScriptedToolCall("Bash", arguments),), answer, "Run it.")
+
+
+def _prompt_calls(
+    world: World, calls: tuple[ScriptedToolCall, ...], answer: str | None, text: str
+) -> str:
+    """Script one message making ``calls`` (and ``answer`` after their results), prompt the
+    session in its POSIX shell, and return the turn's id without waiting for it."""
+    speak_posix(world)
+    world.provider.enqueue(ToolCallsReply(calls))
+    if answer is not None:
+        world.provider.enqueue(TextReply(answer))
     world.cursors.turn = world.mark()
     world.cursors.provider_turn = len(world.provider.requests())
-    turn_id = granted(world.rpc.prompt, session_id(world), "Run it.").turnId
+    turn_id = granted(world.rpc.prompt, session_id(world), text).turnId
     world.commands.turn_id = turn_id
     return turn_id
 
@@ -921,7 +930,6 @@ _WAIT_FOR = "while [ ! -f {gate} ]; do sleep 0.05; done"
     "waiting until told"
 )
 def two_commands_in_one_message(world: World) -> None:
-    speak_posix(world)
     calls = tuple(
         ScriptedToolCall(
             "Bash",
@@ -932,12 +940,8 @@ def two_commands_in_one_message(world: World) -> None:
         )
         for name, gate in (("first", "end-first"), ("second", "end-second"))
     )
-    world.provider.enqueue(ToolCallsReply(calls), TextReply("Both commands are done."))
-    world.cursors.turn = world.mark()
-    world.cursors.provider_turn = len(world.provider.requests())
     world.commands.clock_at_prompt = granted(world.rpc.clock_get).now
-    turn_id = granted(world.rpc.prompt, session_id(world), "Run both.").turnId
-    world.commands.turn_id = turn_id
+    turn_id = _prompt_calls(world, calls, "Both commands are done.", "Run both.")
     first = world.wait_for("command/started", lambda p: p["turnId"] == turn_id, world.cursors.turn)
     wait_command_line(world, first["commandId"], "first-started", world.cursors.turn)
 

@@ -181,8 +181,8 @@ def _scheduled_commands_name_no_turn() -> None:
     bash = TurnRunner._bash
 
     async def _bash(self: TurnRunner, session: SessionRow, turn_id: str, args: Any) -> Any:
-        named = None if turn_id in scheduled else turn_id
-        return await bash(self, session, named, args)  # type: ignore[arg-type]
+        named: Any = None if turn_id in scheduled else turn_id  # the bug: no turn
+        return await bash(self, session, named, args)
 
     patch(TurnRunner, "_bash", _bash)
 
