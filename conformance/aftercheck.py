@@ -341,7 +341,8 @@ def _execution_update_turn_problems(
     notes: list[dict[str, Any]], turn_of: dict[Any, Any]
 ) -> list[Problem]:
     """An execution/updated names the execution's turn in `turnId`: always once the
-    execution is running or completed, and never another turn (R4.7)."""
+    execution is running or completed, or interrupted after its turn started, and never
+    another turn (R4.7)."""
     for note in notes:
         if note["method"] != "execution/updated":
             continue
@@ -350,7 +351,8 @@ def _execution_update_turn_problems(
         state = params.get("executionState")
         turn = turn_of.get(execution)
         wrong = named is not None and turn is not None and named != turn
-        missing = named is None and state in ("running", "completed")
+        started = state in ("running", "completed") or (state == "interrupted" and turn)
+        missing = named is None and bool(started)
         if wrong or missing:
             return [
                 Problem(

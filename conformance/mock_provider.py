@@ -262,6 +262,11 @@ class MockProvider:
         with self._cond:
             return len(self._script)
 
+    def discard_script(self) -> None:
+        """Drop the scripted replies not yet consumed (the recorded requests stay)."""
+        with self._cond:
+            self._script.clear()
+
     def release_stalls(self) -> None:
         """Let every currently held :class:`StallReply` complete normally."""
         loop = self._loop

@@ -121,7 +121,8 @@ class PlanState:
     clock_at_creation: int | None = None
     reloaded: dict[str, Any] | None = None  # the approval a reloaded client read
     concurrent_responses: list[dict[str, Any]] = field(default_factory=list)
-    permission_request: dict[str, Any] | None = None
+    permission_request: dict[str, Any] | None = None  # the question the steps answer
+    questions_asked: list[dict[str, Any]] = field(default_factory=list)  # oldest first
     read_outcome: Outcome | None = None  # the last attempt to open the artifact
     turn_id: str | None = None  # the Plan turn the harness started for the approval
     prompt: str | None = None  # the user's text of that Plan turn
@@ -265,6 +266,7 @@ class SessionsState:
     session_before_change: dict[str, Any] | None = None  # session/get before an accepted one
     stored_before: dict[str, Any] | None = None  # its sessions row at the same moment
     changed_to: dict[str, Any] = field(default_factory=dict)  # the last accepted change
+    changed_alias: str = "main"  # the session that change was made to
     first_exchange: tuple[str, str] | None = None  # (user text, model answer)
     provider_mark: int = 0  # provider requests from the last prompt the steps sent
     earlier_turn: str | None = None  # the turn of a prompt sent before the scenario's

@@ -325,6 +325,22 @@ Feature: Executing an approved plan
       And the project has no file "notes.txt"
 
     @P7
+    Scenario: A question asked after a restart takes no answer meant for one asked before it
+      Given the model will call Write on "notes.txt"
+      And the user approved the plan with permission mode ask
+      And the host asked permission before Write
+      And the host restarted while the question was open
+      And the model will call Write on "later.txt"
+      When the user sends a new request to the agent
+      Then the user is asked for permission before Write
+      When the user answers the question asked before the restart, allowing the call
+      Then the request is refused with PERMISSION_REQUEST_NOT_FOUND
+      And the open question still takes the user's answer, denying the call
+      And the agent has finished the request
+      And the Write call reports that permission was denied
+      And the project has no file "later.txt"
+
+    @P7
     Scenario: An answer to a question that was never asked is refused
       When the user answers a permission question that was never asked
       Then the request is refused with PERMISSION_REQUEST_NOT_FOUND

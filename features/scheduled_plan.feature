@@ -104,6 +104,13 @@ Feature: Scheduled tasks never plan unattended
         | Bash  | ask          |
         | Bash  | accept-edits |
 
+    @R3.8
+    Scenario: A plan the model makes during an Agent task's run is never approved by the run
+      Given a scheduled task in Agent mode for the project with permission mode auto
+      And the model will switch to planning during the task and submit a plan titled "Planned unattended"
+      When the task is run now
+      Then the run approved no plan and carried nothing out
+
     @P8
     Scenario: A call that needs no permission runs in an unattended run
       Given a scheduled task in Agent mode for the project with permission mode accept-edits
@@ -448,6 +455,19 @@ Feature: Scheduled tasks never plan unattended
       And the task was run by hand
       When the user prompts the run's session, whose model asks to run a command
       Then the run's session asks the user for permission, as any session does
+
+    @R5.6
+    Scenario Outline: Once its run has ended, the session a run created takes a change of <setting>
+      Given a scheduled task in Agent mode for the project
+      And the model will answer "The changelog is tidy." for the task
+      And the task was run by hand
+      When the user changes the <setting> of the run's session
+      Then the session has the new <setting>
+
+      Examples:
+        | setting         |
+        | mode            |
+        | permission mode |
 
   Rule: A deleted task is gone for good (project rule P26)
 

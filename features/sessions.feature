@@ -240,10 +240,12 @@ Feature: Sessions and their configuration
       And the session is idle
 
       Examples:
-        | break                             |
-        | stop short, its connection cut    |
-        | end early, without its last piece |
-        | carry an error in the middle      |
+        | break                               |
+        | stop short, its connection cut      |
+        | end early, without its last piece   |
+        | carry an error in the middle        |
+        | carry a piece that is not JSON      |
+        | carry a piece that is not an object |
 
     @P25
     Scenario: A provider error after a failed tool call ends the turn with the provider's error

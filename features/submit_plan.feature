@@ -66,6 +66,19 @@ Feature: Submitting a plan
       Then every call of that message was refused with SUBMIT_PLAN_NOT_ALONE
       And no approval exists
 
+    @R1.6 @R1.8
+    Scenario Outline: A plan submitted again alone and whole after a refusal awaits approval (<flaw>)
+      Given the project has a file "notes.txt" containing "original"
+      And a session for the project in Plan mode
+      And the model will submit a plan titled "Second try" <flaw>, and submit it alone and whole once that was refused
+      When the user asks for a plan
+      Then the plan titled "Second try" submitted again in the same turn awaits approval
+
+      Examples:
+        | flaw                 |
+        | beside a Read call   |
+        | without its question |
+
   Rule: SubmitPlan is valid only in the active Plan turn (§1)
 
     @R1.7

@@ -48,11 +48,15 @@ from conformance.steps.sessions import (
     wait_turn_end,
 )
 from conformance.steps.shell import speak_posix, wait_command_line
-from conformance.steps.tasks import scheduled_task, task_model_stalls, task_waiting_for_model
+from conformance.steps.tasks import (
+    RUN_SESSION,
+    scheduled_task,
+    task_model_stalls,
+    task_waiting_for_model,
+)
 from conformance.world import Outcome, World, need
 
 OTHER = "other"
-RUN = "run"  # the session of a scheduled task's run
 
 
 # -- turns --------------------------------------------------------------------------------
@@ -441,25 +445,25 @@ def scheduled_run_under_way(world: World) -> None:
     task_waiting_for_model(world)
     own = str(need(world.tasks.run, "run under way")["sessionId"])
     started = world.wait_for("turn/started", lambda p: p["sessionId"] == own)
-    world.sessions[RUN] = {"sessionId": own}
-    world.boundary.turn_of[RUN] = str(started["turnId"])
+    world.sessions[RUN_SESSION] = {"sessionId": own}
+    world.boundary.turn_of[RUN_SESSION] = str(started["turnId"])
 
 
 @then("a scheduled task's run is still under way")
 def scheduled_run_still_under_way(world: World) -> None:
-    _still_running(world, RUN, world.boundary.turn_of[RUN])
+    _still_running(world, RUN_SESSION, world.boundary.turn_of[RUN_SESSION])
 
 
 @when(parsers.parse("the user tries to give the run's session another {setting}"))
 def try_configure_run_session(world: World, setting: str) -> None:
-    changes = new_setting(world, setting, RUN)
-    remember_configuration(world, RUN)
-    configure(world, changes, RUN)
+    changes = new_setting(world, setting, RUN_SESSION)
+    remember_configuration(world, RUN_SESSION)
+    configure(world, changes, RUN_SESSION)
 
 
 @then("the configuration of the run's session is unchanged")
 def run_session_unchanged(world: World) -> None:
-    unchanged_configuration(world, RUN)
+    unchanged_configuration(world, RUN_SESSION)
 
 
 @when("the user cancels the turn")
@@ -645,6 +649,7 @@ def asks_permission(world: World, tool: str) -> None:
     since = max(world.cursors.approve, world.cursors.turn)
     request = permission_request(world, tool, since)
     world.plan.permission_request = request
+    world.plan.questions_asked.append(request)
 
 
 @when(parsers.parse("the user {decision} it"))

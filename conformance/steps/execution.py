@@ -223,28 +223,33 @@ def later_turn_remembers_execution(world: World) -> None:
 def answer_again(world: World, decision: str) -> None:
     request = need(world.plan.permission_request, "permission question")
     answer = {"allowing": "allow", "denying": "deny"}[decision]
-    # Hand-built and sent unchecked on purpose: the question was answered already.
+    # The question was answered already.
+    _answer_unchecked(world, request["requestId"], answer)
+
+
+def _answer_unchecked(world: World, request_id: str, decision: str) -> None:
+    """Answer a question that the host should not take; hand-built, so sent unchecked."""
     message = {
         "jsonrpc": "2.0",
         "id": world.rpc.next_id(),
         "method": "permission/respond",
-        "params": {"requestId": request["requestId"], "decision": answer},
+        "params": {"requestId": request_id, "decision": decision},
     }
     response = world.rpc.call_message(message, check=False)
     world.outcome = Outcome.from_response("permission/respond", response)
+
+
+@when("the user answers the question asked before the restart, allowing the call")
+def answer_before_restart(world: World) -> None:
+    asked = world.plan.questions_asked
+    assert len(asked) >= 2, f"expected a question before the restart and one after: {asked}"
+    # That question ended with the process that asked it.
+    _answer_unchecked(world, asked[0]["requestId"], "allow")
 
 
 @when("the user answers a permission question that was never asked")
 def answer_unknown(world: World) -> None:
-    # Hand-built and sent unchecked on purpose: no such question was asked.
-    message = {
-        "jsonrpc": "2.0",
-        "id": world.rpc.next_id(),
-        "method": "permission/respond",
-        "params": {"requestId": "never-asked-1", "decision": "allow"},
-    }
-    response = world.rpc.call_message(message, check=False)
-    world.outcome = Outcome.from_response("permission/respond", response)
+    _answer_unchecked(world, "never-asked-1", "allow")
 
 
 @when(
@@ -559,6 +564,7 @@ def asked_before(world: World, tool: str) -> None:
     turn = _current_turn(world)
     assert request["turnId"] == turn, f"the question names turn {request['turnId']}, not {turn}"
     world.plan.permission_request = request
+    world.plan.questions_asked.append(request)
 
 
 @then(parsers.parse('the user is asked again before the Write on "{path}"'))

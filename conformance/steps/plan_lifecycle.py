@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-from typing import Any
+from typing import Any, Final
 
 from pytest_bdd import given, parsers, then, when
 
@@ -121,6 +121,39 @@ def model_submits_twice(world: World, title: str) -> None:
     arguments = {"title": title, "markdown": f"# {title}\n", "question": "Go?"}
     script_calls(world, tool_call(world, "SubmitPlan", arguments), answer=None)
     script_calls(world, tool_call(world, "SubmitPlan", arguments))
+
+
+_REFUSED_SUBMISSIONS: Final = ("beside a Read call", "without its question")
+
+
+@given(
+    parsers.parse(
+        'the model will submit a plan titled "{title}" {flaw}, and submit it alone and whole '
+        "once that was refused"
+    )
+)
+def model_submits_after_refusal(world: World, title: str, flaw: str) -> None:
+    # A refused call does not end the turn: the model is told and may call SubmitPlan again.
+    assert flaw in _REFUSED_SUBMISSIONS, f"no refused submission called {flaw!r}"
+    arguments = {"title": title, "markdown": f"# {title}\n", "question": "Go?"}
+    if flaw == "beside a Read call":
+        read = tool_call(world, "Read", {"path": "notes.txt"})
+        script_calls(world, read, tool_call(world, "SubmitPlan", arguments), answer=None)
+    else:
+        partial = {"title": title, "markdown": arguments["markdown"]}
+        script_calls(world, tool_call(world, "SubmitPlan", partial), answer=None)
+    script_calls(world, tool_call(world, "SubmitPlan", arguments))
+
+
+@then(parsers.parse('the plan titled "{title}" submitted again in the same turn awaits approval'))
+@verifies("R1.6", "R1.8")
+def resubmitted_awaits(world: World, title: str) -> None:
+    statuses = _submission_endings(world)
+    assert len(statuses) == 2 and statuses[0][0] != "ok" and statuses[1] == ("ok", None), (
+        f"the SubmitPlan calls ended {statuses}: a refused SubmitPlan leaves the Plan turn "
+        "going, and the model's next SubmitPlan, alone and whole, submits the plan"
+    )
+    _only_pending(world, title)
 
 
 def _submission_endings(world: World) -> list[tuple[str, str | None]]:

@@ -256,6 +256,13 @@ def host_restarted(world: World) -> None:
     world.restart()
 
 
+@given("the host restarted while the question was open")
+def restarted_while_asking(world: World) -> None:
+    world.restart()
+    # The interrupted turn's remaining answers are never asked for.
+    world.provider.discard_script()
+
+
 @given(parsers.parse("the user switched the session to {mode} mode"))
 def switched_mode(world: World, mode: str) -> None:
     session = granted(world.rpc.configure_session, session_id(world), mode=MODES[mode]).session

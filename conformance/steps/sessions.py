@@ -450,14 +450,15 @@ def new_setting(world: World, setting: str, alias: str = "main") -> dict[str, An
 
 
 @when(parsers.parse("the user changes the {setting} of the session"))
-def change_setting(world: World, setting: str) -> None:
-    changes = new_setting(world, setting)
+def change_setting(world: World, setting: str, alias: str = "main") -> None:
+    changes = new_setting(world, setting, alias)
     world.boundary.changed_to = changes
-    world.boundary.session_before_change = read_session(world)
+    world.boundary.changed_alias = alias
+    world.boundary.session_before_change = read_session(world, alias)
     # time passes between creating and changing: what the change leaves alone (createdAt
     # included) must not move with the clock
     granted(world.rpc.clock_advance, 60_000)
-    configure(world, changes)
+    configure(world, changes, alias)
 
 
 def configure(world: World, changes: dict[str, Any], alias: str = "main") -> Outcome:
@@ -497,9 +498,9 @@ def asked_for_new_model(world: World) -> None:
 @then(parsers.parse("the session has the new {setting}"))
 def has_new_setting(world: World, setting: str) -> None:
     world.outcome.require_result()
-    changes = world.boundary.changed_to
-    now = read_session(world)
-    row = stored_session(world)
+    changes, alias = world.boundary.changed_to, world.boundary.changed_alias
+    now = read_session(world, alias)
+    row = stored_session(world, alias)
     before = need(world.boundary.session_before_change, "the session before the change")
     kept = {k: v for k, v in before.items() if k not in changes}
     moved = {k: now.get(k) for k, v in kept.items() if now.get(k) != v}
@@ -824,6 +825,13 @@ _BROKEN_ANSWERS: Final[dict[str, CutStreamReply | RawStreamReply]] = {
             'data: {"error": {"message": "overloaded", "type": "server_error"}}\n\n',
             "data: [DONE]\n\n",  # the error, not the end of the stream, decides
         )
+    ),
+    # A piece that cannot be read spoils the answer, even when the stream then ends well.
+    "carry a piece that is not JSON": RawStreamReply(
+        (_HALF_ANSWER, "data: {not json\n\n", "data: [DONE]\n\n")
+    ),
+    "carry a piece that is not an object": RawStreamReply(
+        (_HALF_ANSWER, 'data: ["swer."]\n\n', "data: [DONE]\n\n")
     ),
 }
 

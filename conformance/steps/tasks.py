@@ -27,11 +27,12 @@ from conformance.mock_provider import (
 )
 from conformance.steps.model import default_markdown, script_calls, submit_plan_call, tool_call
 from conformance.steps.requests import granted, mock_provider, permission_mode, plain
-from conformance.steps.sessions import MODES, prompt, session_id
+from conformance.steps.sessions import MODES, change_setting, prompt, session_id
 from conformance.world import Outcome, World, need
 
 TASK_PROMPT = "Tidy up the changelog."
 PLAN_REFUSAL = "PLAN_REQUIRES_INTERACTIVE_SESSION"
+RUN_SESSION: Final = "run"  # the alias of the session of a scheduled task's run
 DUE_IN_MS = 5 * 60_000
 UNATTENDED_CALLS: dict[str, tuple[dict[str, Any], str]] = {
     # tool -> (its arguments, the file it would create)
@@ -307,6 +308,21 @@ def model_calls_during_task(world: World, tool: str) -> None:
     arguments, _creates = UNATTENDED_CALLS[tool]
     world.provider.enqueue(
         ToolCallsReply((ScriptedToolCall(tool, arguments),)), TextReply("Done with the task.")
+    )
+
+
+@given(
+    parsers.parse(
+        'the model will switch to planning during the task and submit a plan titled "{title}"'
+    )
+)
+def model_plans_during_task(world: World, title: str) -> None:
+    # Whether the host lets the run plan or refuses it, the model then finishes.
+    plan = {"title": title, "markdown": default_markdown(title), "question": "Go ahead?"}
+    world.provider.enqueue(
+        ToolCallsReply((ScriptedToolCall("EnterPlanMode", {}),)),
+        ToolCallsReply((ScriptedToolCall("SubmitPlan", plan),)),
+        TextReply("Done with the task."),
     )
 
 
@@ -625,6 +641,28 @@ def went_on(world: World) -> None:
     assert len(requests) == 2, f"the run asked the model {len(requests)} times, not twice"
     tool_messages = [m for m in requests[1].messages if m.get("role") == "tool"]
     assert tool_messages, "the model was not given the call's result"
+
+
+@then("the run approved no plan and carried nothing out")
+@verifies("R3.8")
+def run_approved_nothing(world: World) -> None:
+    run = need(world.tasks.run, "finished run")
+    notes = world.notifications(since=world.cursors.turn)
+    executions = [n["params"] for n in notes if n["method"] == "execution/updated"]
+    assert not executions, (
+        f"the run's plan was set going without the user: {executions[0]}; nobody attends a "
+        "scheduled run, and a plan is never approved by one"
+    )
+    session = run.get("sessionId")
+    approvals = granted(world.rpc.list_approvals, session).approvals if session else []
+    approved = [(a.title, a.status) for a in approvals if a.status == "approved"]
+    assert not approved, f"the run's session lists approved plans {approved}"
+    stored = [
+        (row["title"], row["status"], row["execution_id"])
+        for row in world.storage().rows("plan_approvals")
+        if row["status"] == "approved" or row["execution_id"] is not None
+    ]
+    assert not stored, f"plan_approvals holds an approval with an execution: {stored}"
 
 
 # -- deleting a task (P26) ------------------------------------------------------------------
@@ -1066,6 +1104,13 @@ def prompt_run_session(world: World) -> None:
     world.cursors.turn = world.mark()
     world.cursors.provider_turn = len(world.provider.requests())
     world.active_turn = granted(world.rpc.prompt, run["sessionId"], "Run one more thing.").turnId
+
+
+@when(parsers.parse("the user changes the {setting} of the run's session"))
+def change_run_session(world: World, setting: str) -> None:
+    run = need(world.tasks.run, "finished run")
+    world.sessions[RUN_SESSION] = {"sessionId": run["sessionId"]}
+    change_setting(world, setting, RUN_SESSION)
 
 
 @then("the run's session asks the user for permission, as any session does")

@@ -1,0 +1,98 @@
+"""Allowed variations: corners of the contract that earlier rounds left open and this one
+settled as the host's choice."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hosts.registry import AllowedCase, patch, variant
+from reference_host.approvals import Approvals, approval_wire
+from reference_host.errors import HostError
+from reference_host.ports import TurnEnded
+from reference_host.provider_client import ToolCall
+from reference_host.storage import ApprovalRow, SessionRow
+from reference_host.turns import CallOutcome, TurnRunner, _failure
+
+
+# "rows you write yourself" (docs/implementing-a-host.md, What the suite does not require):
+# a failed turn leaves a note of its own in the conversation, in the system role, so the
+# model learns in the next turn why its last answer stopped.
+@variant("failed-turn-noted-in-transcript")
+def _failed_turn_noted_in_transcript() -> None:
+    end = TurnRunner._end
+
+    async def noting_end(
+        self: TurnRunner,
+        session_id: str,
+        turn_id: str,
+        approval: ApprovalRow | None,
+        on_end: TurnEnded | None,
+        outcome: str,
+        error: HostError | None,
+    ) -> None:
+        if outcome == "failed" and error is not None:
+            note = {"role": "system", "content": f"The last turn failed ({error.code})."}
+            await self.host.storage.append_transcript(
+                session_id, turn_id, "system", note, self.host.clock.now_ms()
+            )
+        await end(self, session_id, turn_id, approval, on_end, outcome, error)
+
+    patch(TurnRunner, "_end", noting_end)
+
+
+# "A timer that comes due late ... records its due time or the clock after the move"
+# (docs/implementing-a-host.md, Ordering): an approval the clock jumped past expires with
+# `decidedAt` at its deadline, not at the clock the move ended on.
+@variant("expiry-decided-at-the-deadline")
+def _expiry_decided_at_the_deadline() -> None:
+    async def expire(self: Approvals, approval_id: str) -> None:
+        host = self.host
+        row = await host.storage.get_approval(approval_id)
+        if row is None or row.status != "pending" or host.clock.now_ms() < row.expires_at:
+            return
+        expired = replace(
+            row, status="expired", status_code="PLAN_APPROVAL_TIMEOUT", decided_at=row.expires_at
+        )
+        await host.storage.update_approval(expired)
+        host.set_activity(row.session_id, pending_approval_id=None)
+        host.notify("approval/updated", {"approval": approval_wire(expired)})
+        await host.publish_session(row.session_id)
+
+    patch(Approvals, "expire", expire)
+
+
+# "whether you let the run's model plan ... or refuse EnterPlanMode ... is yours"
+# (docs/implementing-a-host.md, Scheduled tasks): an unattended run may not enter Plan.
+@variant("unattended-run-refuses-planning")
+def _unattended_run_refuses_planning() -> None:
+    run_call = TurnRunner._run_call
+
+    async def refusing_call(
+        self: TurnRunner, session: SessionRow, turn_id: str, call: ToolCall, unattended: bool
+    ) -> CallOutcome:
+        if unattended and call.name == "EnterPlanMode":
+            return _failure(
+                HostError("PLAN_REQUIRES_INTERACTIVE_SESSION", "nobody attends this run")
+            )
+        return await run_call(self, session, turn_id, call, unattended)
+
+    patch(TurnRunner, "_run_call", refusing_call)
+
+
+CASES = [
+    AllowedCase(
+        "failed-turn-noted-in-transcript",
+        "sessions,turn_boundaries,scheduled_plan,execution",
+        why="a host may write transcript rows of its own; only the turn's own rows must stay",
+    ),
+    AllowedCase(
+        "expiry-decided-at-the-deadline",
+        "deadline,approval,restart_interruption",
+        why="a late timer may record its due time or the clock after the move",
+    ),
+    AllowedCase(
+        "unattended-run-refuses-planning",
+        "scheduled_plan",
+        why="a run's model may plan or be refused; the run never approves a plan either way",
+    ),
+]

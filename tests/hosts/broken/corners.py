@@ -1,0 +1,196 @@
+"""Broken hosts: corners of the contract that earlier rounds left open and this one settled."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any, cast
+
+from hosts.registry import BrokenCase, patch, variant
+from reference_host import permissions
+from reference_host.approvals import Approvals
+from reference_host.errors import HostError
+from reference_host.host import Host
+from reference_host.ids import new_id
+from reference_host.permissions import PermissionBroker
+from reference_host.provider_client import ToolCall, _Accumulator
+from reference_host.storage import ApprovalRow, SessionRow, Storage
+from reference_host.turns import CallOutcome, TurnRunner, _failure
+
+
+# P7: question ids come from a counter that starts again with each process, so the first
+# question after a restart has the id of the first question before it, and an answer a
+# stale client meant for the old question answers the new one.
+@variant("question-ids-restart-with-the-process")
+def _question_ids_restart_with_the_process() -> None:
+    counter = itertools.count(1)
+    init = PermissionBroker.__init__
+
+    def counted_id(prefix: str) -> str:
+        return f"perm-{next(counter)}" if prefix == "perm" else new_id(prefix)
+
+    def init_counting(self: PermissionBroker, notify: Any) -> None:
+        nonlocal counter
+        counter = itertools.count(1)  # each host process starts its own count
+        init(self, notify)
+
+    patch(permissions, "new_id", counted_id)
+    patch(PermissionBroker, "__init__", init_counting)
+
+
+# P25: a stream piece that cannot be read (not JSON, or JSON that is not an object) is
+# skipped as if it were a keep-alive line, and the turn completes with what was read.
+@variant("unreadable-stream-pieces-skipped")
+def _unreadable_stream_pieces_skipped() -> None:
+    feed = _Accumulator.feed
+
+    async def skipping_feed(self: _Accumulator, data: str) -> None:
+        try:
+            readable = isinstance(json.loads(data), dict)
+        except ValueError:
+            readable = False
+        if readable:
+            await feed(self, data)
+
+    patch(_Accumulator, "feed", skipping_feed)
+
+
+# R4.7: the announcement of an execution that ends `interrupted` is built as for one still
+# queued, with `turnId: null`, also when its turn had started and was cancelled.
+@variant("interrupted-execution-names-no-turn")
+def _interrupted_execution_names_no_turn() -> None:
+    notify = Approvals._notify_execution
+
+    def notify_execution(self: Approvals, row: ApprovalRow, turn_id: str | None) -> None:
+        interrupted = row.execution_state == "interrupted"
+        notify(self, row, None if interrupted else turn_id)
+
+    patch(Approvals, "_notify_execution", notify_execution)
+
+
+# R1.6 / R1.8: a Plan turn gets one try at SubmitPlan; once a submission of the turn was
+# refused (not alone, or bad input), every later SubmitPlan of that turn is refused as if
+# the Plan turn were over, though the turn goes on and the model may submit again.
+_REFUSALS = ("SUBMIT_PLAN_NOT_ALONE", "INVALID_TOOL_INPUT")
+
+
+@variant("one-submission-try-per-turn")
+def _one_submission_try_per_turn() -> None:
+    refused: set[str] = set()
+    run_batch = TurnRunner._run_batch
+    run_call = TurnRunner._run_call
+
+    async def counting_batch(
+        self: TurnRunner,
+        session: SessionRow,
+        turn_id: str,
+        calls: tuple[ToolCall, ...],
+        unattended: bool,
+    ) -> list[CallOutcome]:
+        outcomes = await run_batch(self, session, turn_id, calls, unattended)
+        for call, outcome in zip(calls, outcomes, strict=True):
+            code = outcome.error.code if outcome.error else None
+            if call.name == "SubmitPlan" and code in (
+                "SUBMIT_PLAN_NOT_ALONE",
+                "INVALID_TOOL_INPUT",
+            ):
+                refused.add(turn_id)
+        return outcomes
+
+    async def refusing_call(
+        self: TurnRunner, session: SessionRow, turn_id: str, call: ToolCall, unattended: bool
+    ) -> CallOutcome:
+        if call.name == "SubmitPlan" and turn_id in refused:
+            return _failure(HostError("SUBMIT_PLAN_OUTSIDE_PLAN_TURN", "this turn's try is used"))
+        return await run_call(self, session, turn_id, call, unattended)
+
+    patch(TurnRunner, "_run_batch", counting_batch)
+    patch(TurnRunner, "_run_call", refusing_call)
+
+
+# R3.8: nobody attends a scheduled run, so a plan its model submits is approved at once with
+# the task's permission mode, as if the run's own authority were the user's.
+@variant("unattended-plan-approved-by-the-run")
+def _unattended_plan_approved_by_the_run() -> None:
+    run_call = TurnRunner._run_call
+
+    async def approving_call(
+        self: TurnRunner, session: SessionRow, turn_id: str, call: ToolCall, unattended: bool
+    ) -> CallOutcome:
+        outcome = await run_call(self, session, turn_id, call, unattended)
+        if unattended and call.name == "SubmitPlan" and outcome.status == "ok":
+            pending = self.host.activity_of(session.id).pending_approval_id
+            if pending is not None:
+                mode = session.permission_mode
+                await cast(Approvals, self.host.approvals).approve(session.id, pending, mode)
+        return outcome
+
+    patch(TurnRunner, "_run_call", approving_call)
+
+
+# R5.6: the sessions the scheduler created stay marked as its own after their run has
+# ended, so a change to one is refused as if the run still held it.
+@variant("run-sessions-refuse-changes-after-the-run")
+def _run_sessions_refuse_changes_after_the_run() -> None:
+    scheduled: set[str] = set()
+    record = Storage.record_task_run
+    configure = Host.session_configure
+
+    async def recording(self: Storage, run: dict[str, Any]) -> None:
+        if run.get("session_id"):
+            scheduled.add(run["session_id"])
+        await record(self, run)
+
+    async def refusing(self: Host, params: dict[str, Any]) -> dict[str, Any]:
+        if params.get("sessionId") in scheduled:
+            raise HostError("SESSION_BUSY", "the scheduler owns this session")
+        return await configure(self, params)
+
+    patch(Storage, "record_task_run", recording)
+    patch(Host, "session_configure", refusing)
+
+
+CASES = [
+    BrokenCase(
+        "question-ids-restart-with-the-process",
+        "execution",
+        "restart_takes_no_answer",
+        "P7",
+        "expected the host to refuse, but it answered",
+    ),
+    BrokenCase(
+        "unreadable-stream-pieces-skipped",
+        "sessions",
+        "breaks_off and piece",
+        "P25",
+        "expected failed with PROVIDER_ERROR",
+    ),
+    BrokenCase(
+        "interrupted-execution-names-no-turn",
+        "execution",
+        "execution_whose_turn",
+        "R4.7",
+        "with turnId None; the execution's turn is",
+    ),
+    BrokenCase(
+        "one-submission-try-per-turn",
+        "submit_plan",
+        "submitted_again_alone",
+        "R1.6",
+        "a refused SubmitPlan leaves the Plan turn going",
+    ),
+    BrokenCase(
+        "unattended-plan-approved-by-the-run",
+        "scheduled_plan",
+        "never_approved_by_the_run",
+        "R3.8",
+        "the run's plan was set going without the user",
+    ),
+    BrokenCase(
+        "run-sessions-refuse-changes-after-the-run",
+        "scheduled_plan",
+        "session_a_run_created_takes",
+        "R5.6",
+        "SESSION_BUSY",
+    ),
+]
