@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from conformance.drivers import DUMMY_API_KEY
 from conformance.world import World
@@ -68,6 +68,8 @@ def _command_problems(notes: list[dict[str, Any]]) -> list[Problem]:
     for note in notes:
         method, params = note["method"], note.get("params", {})
         if method == "turn/ended":
+            if params.get("outcome") == "interrupted":
+                continue  # ended by a restart's recovery: the process that ran it is gone
             unended = [c for c in of_turn.get(params.get("turnId"), []) if c not in exited]
             if unended:
                 found.append(
@@ -295,6 +297,60 @@ def _configure_order_problems(wire: _Wire) -> list[Problem]:
     return []
 
 
+_DECISION_FIELDS: Final = {
+    "approval/updated": ("approval", "approvalId", ("status", "permissionMode", "executionId")),
+    "session/updated": ("session", "sessionId", ("mode", "permissionMode")),
+}
+
+
+def _decision_order_problems(wire: _Wire) -> list[Problem]:
+    """An approve's or reject's `approval/updated`, and an approve's `session/updated`, come
+    before its response, which reports the changed approval and session (Ordering)."""
+    notes = [
+        (place, message.get("method"), message.get("params") or {})
+        for place, direction, _, message in wire
+        if direction == "host-to-client" and message.get("method") in _DECISION_FIELDS
+    ]
+    for method in ("approval/approve", "approval/reject"):
+        for asked, answered, _, result in _exchanges(wire, method):
+            for notice, (key, ident, fields) in _DECISION_FIELDS.items():
+                record = result.get(key)
+                if not isinstance(record, dict):
+                    continue
+                wanted = {f: record.get(f) for f in (ident, *fields)}
+                said = [
+                    (place, params.get(key) or {})
+                    for place, told, params in notes
+                    if told == notice
+                    and place > asked
+                    and (params.get(key) or {}).get(ident) == record.get(ident)
+                ]
+                within = [told for at, told in said if at < answered]
+                if not said or any(_reports(told, wanted) for told in within):
+                    continue
+                if within:
+                    shown = {f: within[-1].get(f) for f in wanted}
+                    what = f"was answered with {wanted}, but its {notice} announced {shown}"
+                elif any(_reports(told, wanted) for _, told in said):
+                    what = f"was answered before the {notice} that announces the change"
+                else:
+                    what = f"was answered with {wanted}, which no {notice} of it announced"
+                return [
+                    Problem(
+                        f"{method} of {key} {record.get(ident)} {what}",
+                        "a response comes after the notifications of the change it reports, "
+                        "and they report the record as the response does",
+                        VIEWS_REQUIREMENT,
+                    )
+                ]
+    return []
+
+
+def _reports(record: Any, wanted: dict[str, Any]) -> bool:
+    """Whether ``record`` holds every field of ``wanted`` with its value."""
+    return isinstance(record, dict) and all(record.get(k) == v for k, v in wanted.items())
+
+
 def _execution_turn_problems(notes: list[dict[str, Any]]) -> list[Problem]:
     """An execution's turn names that execution and its approval, as announced for the
     approval, and each execution runs one turn (R4.7: the execution turn names the approval
@@ -427,9 +483,9 @@ def _clock_problems(wire: _Wire) -> list[Problem]:
 
 
 def _tool_call_order_problems(notes: list[dict[str, Any]]) -> list[Problem]:
-    """A tool call is announced before it runs (P9): a question about a call, and a command
-    a Bash call starts, come after that turn's `turn/toolCall` of the tool, while the call
-    has no result yet."""
+    """A tool call is announced before it runs (P9): its result, a question about it, and a
+    command a Bash call starts, come after that turn's `turn/toolCall` of the call, while
+    the call has no result yet."""
     open_calls: dict[Any, dict[Any, str]] = {}  # turn -> call id -> tool, announced, no result
     for note in notes:
         params, method = note.get("params") or {}, note["method"]
@@ -438,7 +494,18 @@ def _tool_call_order_problems(notes: list[dict[str, Any]]) -> list[Problem]:
         if method == "turn/toolCall":
             calls[params.get("toolCallId")] = str(params.get("tool"))
         elif method == "turn/toolResult":
-            calls.pop(params.get("toolCallId"), None)
+            call = params.get("toolCallId")
+            if call not in calls:
+                return [
+                    Problem(
+                        f"turn {turn} sent turn/toolResult for call {call} ({params.get('tool')}) "
+                        "with no turn/toolCall of that call awaiting its result",
+                        "each tool call is announced by turn/toolCall before it runs, also a "
+                        "call whose id an earlier message of the turn gave another call",
+                        "P9",
+                    )
+                ]
+            del calls[call]
         elif method in ("permission/requested", "command/started"):
             tool = params.get("tool") if method == "permission/requested" else "Bash"
             if tool not in calls.values():
@@ -579,6 +646,7 @@ def problems(world: World) -> list[Problem]:
     found.extend(_completed_error_problems(notes))
     wire = _wire(world)
     found.extend(_configure_order_problems(wire))
+    found.extend(_decision_order_problems(wire))
     found.extend(_execution_turn_problems(notes))
     found.extend(_cancel_answer_problems(wire, notes))
     found.extend(_approval_order_problems(wire))

@@ -70,6 +70,16 @@ def messages_after_call(request: RecordedRequest, call_id: str) -> list[dict[str
     return []
 
 
+def answer_to_call(requests: Sequence[RecordedRequest], call_id: str) -> str | None:
+    """The text of the tool message that answers ``call_id`` (by its ``tool_call_id``) in
+    the first request that carries the call; None when no such message was sent."""
+    request = request_answering(requests, call_id)
+    for message in request.messages if request is not None else []:
+        if message.get("role") == "tool" and str(message.get("tool_call_id")) == call_id:
+            return message_text(message)
+    return None
+
+
 def unanswered_tool_messages(request: RecordedRequest) -> list[dict[str, Any]]:
     """Tool messages that answer no tool call of an earlier assistant message: a request
     holding one is not a valid Chat Completions request."""

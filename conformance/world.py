@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
@@ -289,6 +289,8 @@ class CommandWatch:
     second_command: str | None = None  # the second command of one message
     clock_at_prompt: int | None = None  # the host clock when the turn was prompted
     second_started_at: int | None = None  # the host clock when the second command started
+    each_printed: int | None = None  # bytes each command of the turn printed
+    gate: Path | None = None  # the pipe a command of the scenario waits on
 
 
 @dataclass
@@ -511,6 +513,22 @@ class World:
                 return params
         live_since = max(0, since - len(self.retired_notifications))
         return self.rpc.wait_for(method, predicate, since=live_since, timeout=timeout)
+
+    def wait_for_any(
+        self,
+        methods: Collection[str],
+        predicate: Predicate = lambda _params: True,
+        since: int = 0,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """The first notification from ``since`` on of one of ``methods`` whose params
+        satisfy ``predicate``, waited for as :meth:`wait_for` does; the whole message."""
+        for note in self.notifications(None, since):
+            if note["method"] in methods and predicate(note.get("params", {})):
+                return note
+        live_since = max(0, since - len(self.retired_notifications))
+        _, found = self.rpc.wait_for_any(methods, predicate, since=live_since, timeout=timeout)
+        return found
 
     # -- observations -------------------------------------------------------------------
 

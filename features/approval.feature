@@ -41,11 +41,18 @@ Feature: Approving and rejecting a plan
       And no execution was started
 
     @R3.4
-    Scenario: Approving with an unknown permission mode is refused
-      When the user approves the plan with the permission mode "yolo"
+    Scenario Outline: Approving with an unknown permission mode is refused (<case>)
+      When the user approves the plan with the permission mode "<mode>"
       Then the request is refused with INVALID_PARAMS
       And the approval and the session are unchanged
       And no execution was started
+
+      Examples:
+        | case                       | mode         |
+        | a mode of its own          | yolo         |
+        | a capital letter           | Auto         |
+        | a line break after a mode  | ask\n        |
+        | an underscore for a hyphen | accept_edits |
 
     @R3.4 @R4.4 @R4.6 @R7.2 @C4
     Scenario Outline: Approving with <mode> switches the session to Agent with that mode

@@ -241,6 +241,23 @@ Feature: Immutable host-written plan artifacts
         | replaced by a folder                   | ARTIFACT_UNREADABLE |
         | replaced by a link to a copy of itself | ARTIFACT_UNREADABLE |
 
+    @P13
+    Scenario Outline: A revision whose file was <change> is not approved on the strength of an identical earlier plan
+      Given a plan titled "Twice" is awaiting approval
+      And the user rejected the plan
+      And the model will submit a plan titled "Twice"
+      And the user asked for another plan
+      And the revised plan titled "Twice" is the one awaiting approval
+      And the plan file is <change> on disk after submission
+      When the user tries to approve the plan with permission mode auto
+      Then approving is refused with <code>
+      And opening the plan is refused with <code>
+
+      Examples:
+        | change  | code                |
+        | changed | ARTIFACT_MODIFIED   |
+        | deleted | ARTIFACT_UNREADABLE |
+
     @P13 @R3.11
     Scenario: A plan whose approval was refused still expires at its deadline
       Given a plan titled "Checked at approval" is awaiting approval
@@ -317,6 +334,17 @@ Feature: Immutable host-written plan artifacts
       When the user asks for a plan
       Then the SubmitPlan call was refused with ARTIFACT_WRITE_FAILED
       And no approval exists
+
+    @R2.12
+    Scenario: A write failure armed again after it fired fails the next plan file again
+      Given a session for the project in Plan mode
+      And writing the next plan file will fail
+      And the model will try to submit a plan titled "First try"
+      And the user asked for a plan
+      And writing the next plan file will fail
+      And the model will try to submit a plan titled "Second try"
+      When the user asks for another plan
+      Then the SubmitPlan call was refused with ARTIFACT_WRITE_FAILED
 
     @R2.12
     Scenario: A write failure that happened before a restart does not happen again after it

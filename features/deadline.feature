@@ -117,6 +117,15 @@ Feature: The absolute approval deadline
       When the user asks the agent for a new plan
       Then an approval is pending for the plan titled "Second attempt"
 
+    @P14 @R1.11
+    Scenario: A plan submitted after an expiry can be approved before its own deadline
+      Given 31 minutes passed
+      And the model will submit a plan titled "Second attempt"
+      And the user asked for another plan
+      And the revised plan titled "Second attempt" is the one awaiting approval
+      When the user approves the plan with permission mode ask
+      Then the approval records permission mode ask and an execution
+
   Rule: A decision at or after the deadline is refused as timed out (project rule P14)
 
     @P14

@@ -51,6 +51,17 @@ Feature: Executing an approved plan
       When the user approves the plan with permission mode auto
       Then the new plan was approved and carried out
 
+    @P7 @R4.5
+    Scenario: After a cancelled execution, later requests keep the permission mode the plan was approved with
+      Given the model will take its time to carry out the plan
+      And the user approved the plan with permission mode auto
+      And the execution was running while the model worked
+      And the user cancelled the execution's turn
+      And the model will run the command "echo later > later.txt"
+      When the user sends a new request to the agent
+      Then the Bash call ran without the user being asked
+      And the agent has finished the request
+
     @C8
     Scenario: An execution held back stays queued while another session plans and the clock moves
       Given the host will hold back the next approved execution
@@ -79,14 +90,35 @@ Feature: Executing an approved plan
       And the execution runs to completion
 
     @P15
-    Scenario: The execution of a revised plan starts from the revision
+    Scenario Outline: The execution of a revised plan starts from the revision (<revision>)
       Given the user rejected the plan
-      And the model will submit a plan titled "Write the notes, second try"
+      And the model will submit a plan titled "<title>" with other steps
       And the user asked for another plan
-      And the revised plan titled "Write the notes, second try" is the one awaiting approval
+      And the revised plan titled "<title>" is the one awaiting approval
       When the user approves the plan with permission mode auto
       Then the model was given the approved plan's path and full content
       And the execution runs to completion
+
+      Examples:
+        | revision             | title                       |
+        | under a new title    | Write the notes, second try |
+        | under the same title | Write the notes             |
+
+    @P15
+    Scenario Outline: The execution is given the plan's text exactly as submitted (<sample>)
+      Given the user rejected the plan
+      And the model will submit a plan whose markdown has <sample>
+      And the user asked for another plan
+      And the revised plan titled "Sample plan" is the one awaiting approval
+      When the user approves the plan with permission mode auto
+      Then the model was given the approved plan's path and full content
+
+      Examples:
+        | sample                |
+        | CRLF line endings     |
+        | lone CR line endings  |
+        | decomposed accents    |
+        | trailing spaces       |
 
     @P10 @R4.7
     Scenario: A new context during the execution replaces the planning conversation
@@ -143,6 +175,16 @@ Feature: Executing an approved plan
       Then the execution has finished
       And the Write call succeeded
       And the project file "notes.txt" contains "written by the model"
+
+    @P7
+    Scenario: A file change the user denied leaves no folder behind
+      Given the model will call Write on "drafts/notes.txt"
+      When the user approves the plan with permission mode ask
+      Then the user is asked for permission before Write
+      When the user denies it
+      Then the execution has finished
+      And the Write call reports that permission was denied
+      And the project has no folder "drafts"
 
     @P7
     Scenario: With ask, an edit waits for the user's permission too
@@ -240,6 +282,13 @@ Feature: Executing an approved plan
       And the Bash call succeeded
       And the project file "ran.txt" contains "ran"
 
+    @C5 @R5.9
+    Scenario: A command the execution ran is recorded under the execution's turn
+      Given the model will run the command "echo ran > ran.txt"
+      When the user approves the plan with permission mode auto
+      Then the execution has finished
+      And the command the execution ran is recorded for audit under the execution's turn
+
     @P7
     Scenario: With auto, a script of several lines runs without asking too
       Given the model will run a script of several lines that writes ran.txt
@@ -274,6 +323,36 @@ Feature: Executing an approved plan
       Then the agent has finished the request
       And the Bash call reports that permission was denied
       And the project is as it was before
+
+    @P7
+    Scenario: With ask, a command allowed once asks again when a later request runs it
+      Given the model will run the command "echo again >> again.txt"
+      And the user approved the plan with permission mode ask
+      And the host asked permission before Bash
+      And the user allowed it
+      And the execution has finished
+      And the model will run the command "echo again >> again.txt"
+      When the user sends a new request to the agent
+      Then the user is asked for permission before Bash
+      When the user denies it
+      Then the agent has finished the request
+      And the Bash call reports that permission was denied
+
+    @P7 @R3.4
+    Scenario: A plan approved with ask asks before its command, after an earlier plan ran with auto
+      Given the user approved the plan with permission mode auto
+      And the execution has finished
+      And the user switched the session to Plan mode
+      And the model will submit a plan titled "The second plan"
+      And the user asked for another plan
+      And the revised plan titled "The second plan" is the one awaiting approval
+      And the model will run the command "echo second > second.txt"
+      When the user approves the plan with permission mode ask
+      Then the user is asked for permission before Bash
+      When the user denies it
+      Then the execution has finished
+      And the Bash call reports that permission was denied
+      And the project has no file "second.txt"
 
     @P7
     Scenario: With accept-edits, a later command still waits for the user

@@ -66,6 +66,16 @@ Feature: Sessions are isolated from each other
 
   Rule: Events and actions belong to their own session (§5)
 
+    @R5.8 @R5.9
+    Scenario: Files alike in name, size and time in two projects are each read as their own
+      Given the project has a file "notes.txt" containing "The first project's notes."
+      And a session for the project
+      And a second session for another project whose "notes.txt" is alike in name, size and time
+      And the model will read "notes.txt" and then answer
+      And the user sent a prompt
+      When the model of the other session reads "notes.txt"
+      Then the other session's model was given its own project's "notes.txt"
+
     @R5.9
     Scenario: Two sessions answering at once each hear only their own turn
       Given the model will answer each session in its own words, slowly
@@ -198,6 +208,17 @@ Feature: Sessions are isolated from each other
       And the model will answer "The first session's model answers."
       When the user talks to the agent
       Then the provider was asked for the first session's own model
+
+    @R4.5 @R5.9
+    Scenario: Two sessions' executions under way at once each end their own
+      Given another session has a plan awaiting approval
+      And a plan titled "Mine" is awaiting approval
+      And this session's execution will run a command that waits for a word, and the other session's will wait for the model
+      And the user approved the plan with permission mode auto
+      And this session's execution is running its command
+      And the other session's plan was approved, and its execution is waiting for the model
+      When the command of this session's execution gets its word
+      Then once this session's execution has ended, the other session's execution is still running, and it completes once the model answers
 
     @R5.9
     Scenario Outline: A plan cannot be <done> through another session

@@ -98,6 +98,15 @@ Feature: What the agent may do while planning
       Then the model was given "the cache lives in memory" after its Read call
 
     @P10
+    Scenario: Two files read in one message each reach the model in the answer to their own call
+      Given the project has a file "a.txt" containing "alpha lives here"
+      And the project has a file "b.txt" containing "bravo lives there"
+      And a session for the project in Plan mode
+      And the model will read "a.txt" and "b.txt" in one message
+      When the user sends a prompt
+      Then the model was given each file's text in the answer to its own call
+
+    @P10
     Scenario: Reading a file gives the model its line ends as they are
       Given the project has a file "notes.txt" whose lines end in CR LF
       And a session for the project in Plan mode

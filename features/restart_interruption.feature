@@ -77,6 +77,16 @@ Feature: A restart interrupts, and never replays
 
   Rule: A queued or running execution is interrupted and its session stays in Agent (§4, Consequences)
 
+    @R4.10
+    Scenario: A plan made between two restarts is interrupted by the second
+      Given a plan titled "Before the first restart" is awaiting approval
+      And the host restarted
+      And the model submitted a new plan titled "Between the restarts"
+      When the host restarts
+      Then the first answer after the restart shows the approval interrupted
+      And the interruption is recorded with TURN_INTERRUPTED
+      And the interrupted plan still reads the deadline it was given
+
     @R4.10 @R4.14 @C8
     Scenario Outline: An execution still waiting in the queue is interrupted when the host <stops>
       Given a plan titled "Queued" is awaiting approval
@@ -125,6 +135,25 @@ Feature: A restart interrupts, and never replays
       And the session stayed in Agent mode with permission mode accept-edits
       And the session is idle after the restart
       And the user can start a new turn in Agent mode
+
+      Examples:
+        | stops    |
+        | restarts |
+
+      @subprocess_only
+      Examples:
+        | stops                    |
+        | crashes and starts again |
+
+    @R4.10 @R4.14
+    Scenario Outline: An execution that had turned to planning leaves its session in Plan when the host <stops>
+      Given a plan titled "Turning" is awaiting approval
+      And the model will switch to planning during the execution and then take its time
+      And the user approved the plan with permission mode auto
+      And the execution, now planning, is waiting for the model
+      When the host <stops>
+      Then the first answer after the restart shows the execution interrupted
+      And the session stayed in Plan mode
 
       Examples:
         | stops    |

@@ -425,6 +425,16 @@ Feature: Scheduled tasks never plan unattended
       When the task is run again by hand
       Then the second run is a run of its own, in a session of its own, and it completes
 
+    @P35 @R5.9
+    Scenario: Cancelling one of two runs of a task leaves the other to finish
+      Given a scheduled task in Agent mode for the project
+      And the model will take its time to answer the task
+      And the task was run and is waiting for the model
+      And the model will take its time to answer the task
+      And the task was run again and is waiting for the model
+      When the user cancels the first run's turn
+      Then the other run goes on, and completes once the model answers
+
     @P35
     Scenario: A task whose run failed runs again when asked, as a new run
       Given a scheduled task in Agent mode for the project

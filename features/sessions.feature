@@ -331,6 +331,15 @@ Feature: Sessions and their configuration
       When the user sends a prompt
       Then the model saw the earlier conversation
 
+    @P9
+    Scenario: Two reads of one turn named alike are each announced and answered once
+      Given a session for the project
+      And the project has a file "first.txt" containing "the first file holds apples"
+      And the project has a file "second.txt" containing "the second file holds pears"
+      And the model will read "first.txt" and then "second.txt" in one turn, naming both reads alike
+      When the user sends a prompt
+      Then each of the reads named alike was announced once and answered once
+
     @R1.3
     Scenario: A conversation keeps its order when the clock was set back between two turns
       Given a session for the project

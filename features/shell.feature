@@ -195,6 +195,12 @@ Feature: Shells and streamed commands
       Then no output past the cap was streamed, whatever notice the host added
 
     @P20
+    Scenario: The cap counts each command's own output, not the turn's
+      Given a session for the project with permission mode auto
+      When the model runs two commands one after the other in one turn, each printing two thirds of the host's output cap
+      Then the output of each command was streamed whole and not marked truncated
+
+    @P20
     Scenario: Each command of a turn numbers its output from 0
       Given a session for the project with permission mode auto
       When the model runs two commands one after the other in one turn

@@ -268,6 +268,18 @@ Feature: One active turn, configuration only while idle
       Then the host answers that no turn was running
       And the session is idle
 
+    @R5.1
+    Scenario: A session's second cancelled turn is the one its cancel names
+      Given a session for the project
+      And the model takes its time to answer
+      And the user started a turn
+      And the user cancelled the turn
+      And the turn ended as cancelled
+      And the model takes its time to answer
+      And the user started a turn
+      When the user cancels the turn
+      Then the cancel names the turn under way, which ended as cancelled
+
   Rule: A cancelled turn's permission question is closed (project rule P7)
 
     @P7

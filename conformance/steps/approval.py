@@ -29,7 +29,13 @@ from conformance.steps.requests import (
     plain,
     sent_together,
 )
-from conformance.steps.sessions import _create, create_session_in_mode, read_session, session_id
+from conformance.steps.sessions import (
+    _create,
+    create_session_in_mode,
+    read_session,
+    session_id,
+    stored_session,
+)
 from conformance.world import ApprovalSnapshot, Outcome, SubmittedPlan, World, need
 
 PLAN_PROMPT = "Plan the change, then submit it for approval."
@@ -104,13 +110,6 @@ def stored_approval(world: World, approval_id: str) -> dict[str, Any]:
     """The approval's row in plan_approvals; a missing row fails the check."""
     rows = world.storage().rows("plan_approvals", "id = ?", (approval_id,))
     assert len(rows) == 1, f"plan_approvals holds {len(rows)} rows with id {approval_id!r}"
-    return rows[0]
-
-
-def stored_session(world: World) -> dict[str, Any]:
-    """The main session's row in sessions."""
-    rows = world.storage().rows("sessions", "id = ?", (session_id(world),))
-    assert len(rows) == 1, f"sessions holds {len(rows)} rows for the session"
     return rows[0]
 
 
@@ -603,9 +602,14 @@ def approval_without_mode(world: World) -> None:
 
 
 @then(parsers.parse("the approval records permission mode {mode} and an execution"))
-@verifies("R4.6")
+@verifies("R4.6", "P14", "R3.8")
 def approval_records_execution(world: World, mode: str) -> None:
+    refused = world.outcome.error
     approval = read_back(world)
+    assert refused is None, (
+        f"the approve was refused with {refused.canonical} ({refused}); the approval is "
+        f"{approval['status']}"
+    )
     assert approval["status"] == "approved", f"the approval is {approval['status']}"
     assert approval["permissionMode"] == mode, f"the approval records {approval['permissionMode']}"
     assert approval["executionId"], f"the approval records no execution: {approval}"

@@ -21,7 +21,7 @@ from pytest_bdd import given, parsers, then, when
 from conformance.blame import verifies
 from conformance.capabilities import require_fault_point
 from conformance.client import HostClient, Predicate
-from conformance.messages import request_text
+from conformance.messages import answer_to_call, request_text
 from conformance.mock_provider import (
     HttpErrorReply,
     ScriptedToolCall,
@@ -30,6 +30,7 @@ from conformance.mock_provider import (
     ToolCallsReply,
 )
 from conformance.protocol_models import SessionPromptParams
+from conformance.steps.model import script_calls, tool_call
 from conformance.steps.plan import REUSED_CALL_ID, snapshot
 from conformance.steps.requests import granted, sent_together
 from conformance.steps.sessions import (
@@ -500,6 +501,18 @@ def turn_cancelled(world: World) -> None:
     _ended_as(world, need(world.active_turn, "started turn"), "cancelled")
 
 
+@then("the cancel names the turn under way, which ended as cancelled")
+@verifies("R5.1")
+def cancel_names_this_turn(world: World) -> None:
+    turn = need(world.active_turn, "started turn")
+    answered = world.outcome.require_result().get("turnId")
+    assert answered == turn, (
+        f"session/cancel answered turn {answered}, but the turn under way was {turn}: a "
+        "cancel answers the id of the turn it cancels, also the session's second one"
+    )
+    _ended_as(world, turn, "cancelled")
+
+
 @then("the turn ends")
 def turn_ends(world: World) -> None:
     wait_turn_end(world, need(world.active_turn, "started turn"))
@@ -659,6 +672,11 @@ def answer_permission(world: World, decision: str) -> None:
     granted(world.rpc.respond_permission, request["requestId"], answers[decision])
 
 
+@given("the user allowed it")
+def allowed_it(world: World) -> None:
+    answer_permission(world, "allows")
+
+
 @then("the execution ends")
 def execution_ends(world: World) -> None:
     since = world.cursors.approve
@@ -692,6 +710,7 @@ def file_contains(world: World, path: str, text: str) -> None:
 
 
 @then(parsers.parse('the project has no file "{path}"'))
+@then(parsers.parse('the project has no folder "{path}"'))
 def no_file(world: World, path: str) -> None:
     assert not (world.workspace / path).exists(), f"{path} exists"
 
@@ -711,6 +730,50 @@ def second_session(world: World) -> None:
     world.arranged.other_secret = secret
     world.arranged.other_project_before = snapshot(other)
     _create(world, OTHER, workspace_root=str(other)).require_result()
+
+
+@given(
+    parsers.parse(
+        'a second session for another project whose "{path}" is alike in name, size and time'
+    )
+)
+def second_session_lookalike(world: World, path: str) -> None:
+    # A cache keyed by a file's relative path, size and modification time, without the
+    # project, would serve one project's text to the other.
+    ours = world.workspace / path
+    text = ours.read_text("utf-8")
+    other = world.workspace.parent / f"{world.workspace.name}-other"
+    other.mkdir(exist_ok=True)
+    theirs = other / path
+    flipped = text.swapcase() if text.swapcase() != text else text[::-1]
+    theirs.write_text(flipped, "utf-8")
+    stat = ours.stat()
+    os.utime(theirs, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    world.arranged.other_project = other
+    _create(world, OTHER, workspace_root=str(other)).require_result()
+
+
+@when(parsers.parse('the model of the other session reads "{path}"'))
+def other_session_reads(world: World, path: str) -> None:
+    script_calls(world, tool_call(world, "Read", {"path": path}))
+    world.cursors.provider_turn = len(world.provider.requests())
+    mark = world.mark()
+    ended = wait_turn_end(world, prompt(world, "Read the notes, please.", OTHER), mark)
+    assert ended["outcome"] == "completed", f"the other session's turn ended {ended}"
+
+
+@then(parsers.parse("the other session's model was given its own project's \"{path}\""))
+@verifies("R5.8")
+def other_read_its_own(world: World, path: str) -> None:
+    other = need(world.arranged.other_project, "other project")
+    theirs, ours = (other / path).read_text("utf-8"), (world.workspace / path).read_text("utf-8")
+    call_id = [c for c in world.script.calls if c.tool == "Read"][-1].call_id
+    answer = answer_to_call(world.provider.requests()[world.cursors.provider_turn :], call_id)
+    assert answer is not None, "the other session's model was never given its Read's result"
+    assert theirs.strip() in answer and ours.strip() not in answer, (
+        f"the other session's Read of {path} gave {answer!r}; its project's file says "
+        f"{theirs!r}, and the first project's file, alike in name, size and time, {ours!r}"
+    )
 
 
 @given("the second session is busy with a turn of its own")

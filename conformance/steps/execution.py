@@ -8,6 +8,9 @@ form the host chose.
 
 from __future__ import annotations
 
+import os
+import shlex
+import uuid
 from typing import Any
 
 from pytest_bdd import given, parsers, then, when
@@ -17,6 +20,8 @@ from conformance.capabilities import require_fault_point
 from conformance.messages import message_text, request_answering
 from conformance.mock_provider import (
     HttpErrorReply,
+    RecordedRequest,
+    ScriptedToolCall,
     StallReply,
     TextReply,
     ToolCallsReply,
@@ -178,7 +183,15 @@ def execution_finished(world: World) -> None:
             f"({timeout})"
         ) from timeout
     since = world.cursors.approve
-    world.wait_for("turn/ended", lambda p: p["turnId"] == turn["turnId"], since=since)
+    ended = world.wait_for("turn/ended", lambda p: p["turnId"] == turn["turnId"], since=since)
+    final = _states(world, execution_id)[-1]
+    expected = "completed" if ended["outcome"] == "completed" else "interrupted"
+    with blame("R4.5"):
+        assert final == expected, (
+            f"the execution ended {final}, but its turn ended {ended['outcome']}: an execution "
+            "is completed when its turn completed, whatever the user answered on the way, "
+            "and interrupted when it did not"
+        )
 
 
 @when("the user sends a new request to the agent")
@@ -503,14 +516,128 @@ def execution_context_reset(world: World) -> None:
 @verifies("P15")
 def execution_has_plan(world: World) -> None:
     first = _first_execution_request(world)
-    text = "\n".join(message_text(m) for m in first.messages)
+    # The conversation so far holds every plan of the session (SubmitPlan's arguments and
+    # results); the approved one must be in what the host wrote for the execution.
+    earlier = world.provider.requests()[: world.cursors.provider_approve]
+    text = "\n".join(message_text(m) for m in _written_for_execution(first.messages, earlier[-1:]))
     approval = acted_on(world)
     markdown = world.plan.submitted[-1].markdown
     assert approval["artifact"]["path"] in text, (
-        f"the model was not told the artifact path {approval['artifact']['path']}"
+        f"the model was not told the artifact path {approval['artifact']['path']} in the "
+        "messages written for the execution (the conversation before it does not count: "
+        "it holds every plan of the session)"
     )
     assert markdown in text, (  # the full markdown: its first and last bytes too
-        "the model was not given the plan's full content, exactly as submitted"
+        "the model was not given the plan's full content, exactly as submitted (the approved "
+        "plan's), in the messages written for the execution"
+    )
+
+
+def _written_for_execution(
+    messages: list[dict[str, Any]], earlier: list[RecordedRequest]
+) -> list[dict[str, Any]]:
+    """The messages of an execution's first request that the conversation before it does
+    not explain: neither sent in the request before nor a SubmitPlan call or its result."""
+    seen = [m for request in earlier for m in request.messages]
+    plan_calls = {
+        call.get("id")
+        for m in messages
+        for call in m.get("tool_calls") or []
+        if (call.get("function") or {}).get("name") == "SubmitPlan"
+    }
+    return [
+        m
+        for m in messages
+        if m not in seen
+        and not any(call.get("id") in plan_calls for call in m.get("tool_calls") or [])
+        and not (m.get("role") == "tool" and m.get("tool_call_id") in plan_calls)
+    ]
+
+
+@then("the command the execution ran is recorded for audit under the execution's turn")
+@verifies("C5")
+def execution_command_audited(world: World) -> None:
+    turn = _execution_turn(world, _execution_id(world))["turnId"]
+    started = world.notifications("command/started", world.cursors.approve)
+    assert len(started) == 1, f"the execution ran {len(started)} commands, not 1"
+    command = started[0]["params"]["commandId"]
+    world.wait_for("command/exited", lambda p: p["commandId"] == command, world.cursors.approve)
+    rows = world.storage().rows("command_audit", "id = ?", (command,))
+    recorded = [row["turn_id"] for row in rows]
+    assert recorded == [turn], (
+        f"command_audit records the execution's command under the turns {recorded}, not "
+        f"the execution's turn {turn}: a command is recorded under the turn whose call ran it"
+    )
+
+
+@given(
+    "this session's execution will run a command that waits for a word, and the other "
+    "session's will wait for the model"
+)
+def executions_side_by_side(world: World) -> None:
+    # Requests reach the scripted model in this order: this execution's first, the other
+    # execution's first (held), then this execution's second, once its command has ended.
+    # The pipe lies outside the project: nothing that reads the project waits on it.
+    gate = world.commands.gate = world.workspace.parent / f"word-{uuid.uuid4().hex[:8]}"
+    os.mkfifo(gate)
+    wait = ScriptedToolCall(
+        "Bash", {"command": f"read word < {shlex.quote(str(gate))}; echo $word"}
+    )
+    world.provider.enqueue(ToolCallsReply((wait,)), StallReply(), TextReply(CLOSING_TEXT))
+    world.plan.closing_scripted = True
+
+
+@given("this session's execution is running its command")
+def execution_command_running(world: World) -> None:
+    world.wait_for("command/started", since=world.cursors.approve)
+
+
+@given("the other session's plan was approved, and its execution is waiting for the model")
+def other_execution_waiting(world: World) -> None:
+    other = session_id(world, "other")
+    pending = granted(world.rpc.list_approvals, other).approvals[-1]
+    before = len(world.provider.requests())
+    granted(world.rpc.clock_advance, 1000)  # approved a moment after this session's plan
+    granted(world.rpc.approve, other, pending.approvalId, "auto")
+    world.provider.wait_for_requests(before + 1, world.timeout)
+
+
+@when("the command of this session's execution gets its word")
+def give_the_word(world: World) -> None:
+    gate = need(world.commands.gate, "the pipe the command waits on")
+    fd = os.open(gate, os.O_RDWR | os.O_NONBLOCK)
+    world.commands.open_gates.append(fd)
+    os.write(fd, b"go\n")
+
+
+@then(
+    "once this session's execution has ended, the other session's execution is still "
+    "running, and it completes once the model answers"
+)
+@verifies("R4.5")
+def other_execution_goes_on(world: World) -> None:
+    mine = _execution_id(world)
+    turn = _execution_turn(world, mine)["turnId"]
+    world.wait_for("turn/ended", lambda p: p["turnId"] == turn, since=world.cursors.approve)
+    while world.commands.open_gates:
+        os.close(world.commands.open_gates.pop())
+    other = session_id(world, "other")
+    approval = granted(world.rpc.list_approvals, other).approvals[-1]
+    session = granted(world.rpc.get_session, other).session
+    seen = (approval.executionState, session.activeExecutionId)
+    assert seen == ("running", approval.executionId), (
+        f"this session's execution turn ended, and the other session's execution reads "
+        f"{approval.executionState} with activeExecutionId {session.activeExecutionId}: an "
+        "execution turn that ends finishes its own execution, never another session's"
+    )
+    own = acted_on(world)["approvalId"]
+    state = granted(world.rpc.get_approval, session_id(world), own).approval.executionState
+    assert state == "completed", f"this session's execution reads {state} once its turn ended"
+    world.provider.release_stalls()
+    execution = approval.executionId
+    world.wait_for(
+        "execution/updated",
+        lambda p: p["executionId"] == execution and p["executionState"] == "completed",
     )
 
 
@@ -588,7 +715,7 @@ def asked_again(world: World, path: str) -> None:
 
     # Whichever comes first: the question before the Write, or the Write's result.
     live = max(0, since - len(world.retired_notifications))
-    _, message = world.rpc.wait_for_any(
+    message = world.wait_for_any(
         ("permission/requested", "turn/toolResult"), asking_or_ran, since=live
     )
     assert message["method"] == "permission/requested", (
@@ -606,7 +733,7 @@ def asked_again(world: World, path: str) -> None:
 def asked_about_the_other(world: World) -> None:
     first = need(world.plan.permission_request, "permission question")
     live = max(0, _since(world) - len(world.retired_notifications))
-    _, message = world.rpc.wait_for_any(
+    message = world.wait_for_any(
         ("permission/requested", "turn/ended"),
         lambda p: "requestId" not in p or p["requestId"] != first["requestId"],
         since=live,
@@ -656,6 +783,21 @@ def open_question_answered(world: World) -> None:
         "the open question no longer takes an answer after an answer to a question never "
         f"asked: {error}"
     )
+
+
+@then(parsers.parse("the {tool} call ran without the user being asked"))
+@verifies("P7")
+def ran_unasked(world: World, tool: str) -> None:
+    found = world.wait_for_any(
+        ("permission/requested", "turn/toolResult"),
+        lambda p: p.get("tool") == tool,
+        since=_since(world),
+    )
+    assert found["method"] == "turn/toolResult", (
+        f"the host asked before the {tool} call: {found['params']}; the session's permission "
+        "mode lets it run"
+    )
+    assert found["params"]["status"] == "ok", f"the {tool} call did not run: {found['params']}"
 
 
 @then("the user was not asked for permission")

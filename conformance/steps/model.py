@@ -97,6 +97,11 @@ def model_submits(world: World, title: str) -> None:
     script_plan(world, title, default_markdown(title))
 
 
+@given(parsers.parse('the model will submit a plan titled "{title}" with other steps'))
+def model_submits_other_steps(world: World, title: str) -> None:
+    script_plan(world, title, default_markdown(title) + "3. Check the change twice.\n")
+
+
 @given(
     parsers.parse(
         'the model will submit a plan titled "{title}" asking "{question}" with this markdown:'
@@ -258,6 +263,13 @@ def model_answers(world: World, text: str) -> None:
 @given(parsers.parse('the model will read "{path}" and then answer'))
 def model_reads(world: World, path: str) -> None:
     script_calls(world, tool_call(world, "Read", {"path": path}))
+
+
+@given(parsers.parse('the model will read "{first}" and "{second}" in one message'))
+def model_reads_two_at_once(world: World, first: str, second: str) -> None:
+    script_calls(
+        world, tool_call(world, "Read", {"path": first}), tool_call(world, "Read", {"path": second})
+    )
 
 
 @given(parsers.parse('the model will look for files matching "{pattern}" and then answer'))

@@ -289,6 +289,20 @@ def reads_named_alike(world: World, first: str, second: str) -> None:
         world.script.earlier_conversation.append(text)
 
 
+@given(
+    parsers.parse(
+        'the model will read "{first}" and then "{second}" in one turn, naming both reads alike'
+    )
+)
+def reads_alike_in_one_turn(world: World, first: str, second: str) -> None:
+    # Two messages of one turn, each numbering its one call from one.
+    world.provider.enqueue(
+        ToolCallsReply((ScriptedToolCall("Read", {"path": first}, REUSED_CALL_ID),)),
+        ToolCallsReply((ScriptedToolCall("Read", {"path": second}, REUSED_CALL_ID),)),
+        TextReply("Both read."),
+    )
+
+
 @given("the user had another conversation with the agent")
 def another_conversation(world: World) -> None:
     _converse(

@@ -20,6 +20,7 @@ from conformance.blame import blame, verifies
 from conformance.capabilities import require_fault_point
 from conformance.client import HostClient, HostStoppedError
 from conformance.drivers import ReportsExit
+from conformance.explore.model import APPROVAL_TTL_MS
 from conformance.messages import message_text
 from conformance.mock_provider import (
     ScriptedToolCall,
@@ -99,6 +100,18 @@ def execution_stalls(world: World) -> None:
 @given("the model will begin its answer during the execution and then take its time")
 def execution_begins_then_stalls(world: World) -> None:
     world.provider.enqueue(StallReply(prefix="Working on step one"))
+
+
+@given("the model will switch to planning during the execution and then take its time")
+def execution_plans_then_stalls(world: World) -> None:
+    world.provider.enqueue(ToolCallsReply((ScriptedToolCall("EnterPlanMode", {}),)), StallReply())
+
+
+@given("the execution, now planning, is waiting for the model")
+def execution_planning_waits(world: World) -> None:
+    # Its second request (after EnterPlanMode's result) reaching the provider is the settle
+    # point: the session has been switched to Plan by then.
+    world.provider.wait_for_requests(world.cursors.provider_approve + 2, world.timeout)
 
 
 @given("the execution is waiting for the model")
@@ -396,6 +409,25 @@ def interruption_code(world: World) -> None:
     assert stored["execution_id"] is None and stored["permission_mode"] is None, stored
 
 
+@then("the interrupted plan still reads the deadline it was given")
+@verifies("R3.10")
+def deadline_kept_by_recovery(world: World) -> None:
+    approval = _latest_after_restart(world)
+    stored = stored_approval(world, approval["approvalId"])
+    deadlines = {
+        "createdAt + 30 min": approval["createdAt"] + APPROVAL_TTL_MS,
+        "approval/list": approval["expiresAt"],
+        "approval/get": granted(
+            world.rpc.get_approval, session_id(world), approval["approvalId"]
+        ).approval.expiresAt,
+        "plan_approvals": stored["expires_at"],
+    }
+    assert len(set(deadlines.values())) == 1, (
+        f"after the restart the interrupted plan's deadline reads {deadlines}: recovery "
+        "changes its status, never its deadline"
+    )
+
+
 @then("the approval is still interrupted with TURN_INTERRUPTED")
 @verifies("R4.12")
 def still_interrupted(world: World) -> None:
@@ -535,8 +567,13 @@ def nothing_replayed(world: World) -> None:
     assert kinds == ["prompt"], f"the restarted host started turns {kinds}, not just the new one"
     commands = world.notifications("command/started", since)
     assert not commands, f"the restarted host ran commands: {commands}"
-    executions = world.notifications("execution/updated", since)
-    assert not executions, f"the restarted host changed executions: {executions}"
+    # Announcing what the recovery did (an execution now interrupted) is the host's choice.
+    executions = [
+        n
+        for n in world.notifications("execution/updated", since)
+        if n["params"]["executionState"] != "interrupted"
+    ]
+    assert not executions, f"the restarted host set executions going: {executions}"
     after = world.provider.requests()[world.cursors.provider_restart :]
     assert len(after) == 1, (
         f"after the restart the model received {len(after)} requests for one new prompt"

@@ -752,9 +752,20 @@ def _files(root: Path) -> list[Path]:
 def permission_request(world: World, tool: str, since: int) -> dict[str, Any]:
     """The host's permission request for ``tool`` since ``since``; a failed check when the
     tool ran without one."""
+
+    def asked_or_ran(params: dict[str, Any]) -> bool:
+        # a call of the tool that ran (status ok) without a question tells at once
+        return params.get("tool") == tool and (
+            "requestId" in params or params.get("status") == "ok"
+        )
+
     try:
-        request: dict[str, Any] = world.wait_for(
-            "permission/requested", lambda p: p["tool"] == tool, since=since
+        found = world.wait_for_any(
+            ("permission/requested", "turn/toolResult"), asked_or_ran, since=since
+        )
+        request: dict[str, Any] = found["params"]
+        assert found["method"] == "permission/requested", (
+            f"{tool} ran without asking for permission: {request}"
         )
     except TimeoutError:
         ran = [

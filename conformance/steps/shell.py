@@ -834,18 +834,58 @@ def two_commands(world: World) -> None:
     _turn_end(world)
 
 
-@then("the output of each command is numbered from 0")
-@verifies("P20")
-def numbered_per_command(world: World) -> None:
+@when(
+    "the model runs two commands one after the other in one turn, each printing two thirds "
+    "of the host's output cap"
+)
+def two_commands_under_cap(world: World) -> None:
+    size = _cap(world) * 2 // 3
+    world.commands.each_printed = size
+    first = ScriptedToolCall("Bash", {"command": f"head -c {size} /dev/zero | tr '\\0' 7"})
+    world.provider.enqueue(ToolCallsReply((first,)))
+    _start(world, f"head -c {size} /dev/zero | tr '\\0' 8")
+    _turn_end(world)
+
+
+def _two_commands_of_turn(world: World) -> list[str]:
+    """The ids of the two commands the scenario's turn announced."""
     turn_id = _turn_id(world)
-    since = world.cursors.turn
     commands = [
         n["params"]["commandId"]
-        for n in world.notifications("command/started", since)
+        for n in world.notifications("command/started", world.cursors.turn)
         if n["params"]["turnId"] == turn_id
     ]
     assert len(commands) == 2, f"the turn ran {len(commands)} commands, not 2"
-    for command_id in commands:
+    return commands
+
+
+def _exited_command(world: World, command_id: str, since: int) -> dict[str, Any]:
+    return world.wait_for("command/exited", lambda p: p["commandId"] == command_id, since)
+
+
+@then("the output of each command was streamed whole and not marked truncated")
+@verifies("P20")
+def each_streamed_whole(world: World) -> None:
+    size, since = need(world.commands.each_printed, "output size"), world.cursors.turn
+    for command_id in _two_commands_of_turn(world):
+        exited = _exited_command(world, command_id, since)
+        out = "".join(
+            n["params"]["text"]
+            for n in world.notifications("command/output", since)
+            if n["params"]["commandId"] == command_id and n["params"]["stream"] == "stdout"
+        )
+        assert exited["truncated"] is False and len(out) == size, (
+            f"command {command_id} printed {size} bytes, under the cap, but {len(out)} "
+            f"were streamed and truncated reads {exited['truncated']}: the cap counts each "
+            "command's own output, not the turn's"
+        )
+
+
+@then("the output of each command is numbered from 0")
+@verifies("P20")
+def numbered_per_command(world: World) -> None:
+    since = world.cursors.turn
+    for command_id in _two_commands_of_turn(world):
         seqs = [
             n["params"]["seq"]
             for n in world.notifications("command/output", since)

@@ -685,6 +685,12 @@ def task_due_later(world: World, minutes: int) -> None:
             f"a task/update that gave only runAt also changed (now, before): {moved}; the "
             "fields an update leaves out keep their values"
         )
+    with blame("R7.2"):
+        listed = _task_now(world)["lastRun"]
+        assert world.tasks.task["lastRun"] == listed, (
+            f"task/update answered the task with lastRun {world.tasks.task['lastRun']}, while "
+            f"task/list reports {listed}: an answer reports the task as it now is"
+        )
 
 
 @given(parsers.parse("the task is due in {days:d} days"))
@@ -959,9 +965,48 @@ def task_model_stalls(world: World) -> None:
 @given("the task was run and is waiting for the model")
 def task_waiting_for_model(world: World) -> None:
     _before_run(world)
-    world.tasks.run = world.rpc.request("task/run", {"taskId": _task_id(world)})["run"]
+    world.tasks.run = run = world.rpc.request("task/run", {"taskId": _task_id(world)})["run"]
+    _has_session(run)
     # The settle point: the run's request reached the model, so its turn is under way.
     world.provider.wait_for_requests(world.cursors.provider_turn + 1, world.timeout)
+
+
+@given("the task was run again and is waiting for the model")
+def task_run_again_waiting(world: World) -> None:
+    world.tasks.first_run = need(world.tasks.run, "run under way")
+    task_waiting_for_model(world)
+
+
+@when("the user cancels the first run's turn")
+def cancel_first_run(world: World) -> None:
+    first = need(world.tasks.first_run, "first run")
+    granted(world.rpc.cancel, first["sessionId"])
+
+
+@then("the other run goes on, and completes once the model answers")
+@verifies("P35")
+def other_run_goes_on(world: World) -> None:
+    first, second = need(world.tasks.first_run, "first run"), need(world.tasks.run, "second run")
+    _finished(
+        world, lambda p: p["run"]["runId"] == first["runId"] and p["run"]["outcome"] != "running"
+    )
+    ended = [
+        n["params"]
+        for n in world.notifications("turn/ended", world.cursors.turn)
+        if n["params"]["sessionId"] == second["sessionId"]
+    ]
+    assert not ended, (
+        f"cancelling one run's turn ended the other run's turn too: {ended[0]}; a cancel "
+        "names one session, and each run of a task is a run of its own"
+    )
+    world.provider.release_stalls()
+    finished = _finished(
+        world, lambda p: p["run"]["runId"] == second["runId"] and p["run"]["outcome"] != "running"
+    )
+    assert finished["outcome"] == "completed", (
+        f"the run left alone ended {finished['outcome']} ({finished['error']}) once its model "
+        "answered; only the cancelled run's turn was cancelled"
+    )
 
 
 @when("the task is run again by hand")
@@ -969,6 +1014,17 @@ def run_again_by_hand(world: World) -> None:
     world.tasks.first_run = need(world.tasks.run, "run under way")
     _before_run(world)
     world.tasks.run = plain(granted(world.rpc.run_task, _task_id(world)).run)
+    _has_session(world.tasks.run)
+
+
+def _has_session(run: dict[str, Any]) -> None:
+    """An Agent run that started runs in a session of its own, named in task/run's answer."""
+    with blame("P35"):
+        assert run.get("sessionId"), (
+            f"task/run answered the run {run.get('runId')} with sessionId "
+            f"{run.get('sessionId')!r}: an Agent task's run runs as a new session, and its "
+            "answer names it"
+        )
 
 
 @then("the second run is a run of its own, in a session of its own, and it completes")
@@ -1036,6 +1092,19 @@ def run_command_timed_out(world: World) -> None:
         world, lambda p: p["run"]["runId"] == run["runId"] and p["run"]["outcome"] != "running"
     )
     assert finished["outcome"] == "completed", f"the run ended {finished}"
+    # The clock moved while the run ran: every report of the run keeps the moment it began.
+    last = _task_now(world)["lastRun"] or {}
+    rows = world.storage().rows("scheduled_task_runs", "id = ?", (run["runId"],))
+    starts = {
+        "task/run": run["startedAt"],
+        "task/runFinished": finished["startedAt"],
+        "task/list's lastRun": last.get("startedAt"),
+        "scheduled_task_runs": rows[0]["started_at"] if rows else None,
+    }
+    with blame("R7.2"):
+        assert len(set(starts.values())) == 1, (
+            f"the run's startedAt reads {starts}: a run has one start, whenever it is reported"
+        )
 
 
 @when("the user cancels the run's turn")
@@ -1118,7 +1187,7 @@ def change_run_session(world: World, setting: str) -> None:
 def run_session_asks(world: World) -> None:
     run = need(world.tasks.run, "finished run")
     turn_id = need(world.active_turn, "the prompted turn")
-    _, found = world.rpc.wait_for_any(
+    found = world.wait_for_any(
         ("permission/requested", "turn/toolResult"),
         lambda p: p.get("sessionId") == run["sessionId"] and p.get("tool") == "Bash",
         since=world.cursors.turn,
@@ -1416,7 +1485,7 @@ def write_beside_run(world: World) -> None:
 @verifies("P8")
 def asked_beside_run(world: World) -> None:
     own = session_id(world)
-    _, found = world.rpc.wait_for_any(
+    found = world.wait_for_any(
         ("permission/requested", "turn/toolResult"),
         lambda p: p.get("sessionId") == own and p.get("tool") == "Write",
         since=world.cursors.turn,

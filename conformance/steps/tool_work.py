@@ -16,6 +16,7 @@ from conformance.blame import blame, verifies
 from conformance.capabilities import Unverified, require_output_room
 from conformance.loopback_page import LocalPage, network_address
 from conformance.messages import (
+    answer_to_call,
     message_text,
     messages_after_call,
     request_answering,
@@ -137,6 +138,41 @@ def given_after_call(world: World, wanted: str, unwanted: str | None, tool: str)
         assert item in text, f"after its {tool} call the model was not given {item!r}: {text!r}"
     for item in re.findall(r'"([^"]+)"', unwanted or ""):
         assert item not in text, f"after its {tool} call the model was given {item!r}: {text!r}"
+
+
+@then("the model was given each file's text in the answer to its own call")
+@verifies("P10")
+def each_read_answered_alone(world: World) -> None:
+    reads = [c for c in world.script.calls if c.tool == "Read"]
+    texts = {
+        c.call_id: (world.workspace / c.arguments["path"]).read_text("utf-8")
+        for c in reads
+        if isinstance(c.arguments, dict)
+    }
+    for call_id, own in texts.items():
+        answer = answer_to_call(_turn_requests(world), call_id)
+        assert answer is not None, f"no tool message answers the Read call {call_id}"
+        others = [text for other, text in texts.items() if other != call_id]
+        assert own.strip() in answer and not any(t.strip() in answer for t in others), (
+            f"the tool message answering Read call {call_id} reads {answer!r}; it should "
+            f"carry that call's file, {own!r}, and no other call's"
+        )
+
+
+@then("each of the reads named alike was announced once and answered once")
+@verifies("P9")
+def reads_alike_announced(world: World) -> None:
+    since = world.cursors.turn
+    calls = [n["params"] for n in world.notifications("turn/toolCall", since)]
+    results = [n["params"] for n in world.notifications("turn/toolResult", since)]
+    paths = [c["input"].get("path") for c in calls if isinstance(c.get("input"), dict)]
+    assert paths == ["first.txt", "second.txt"], (
+        f"the turn announced Read calls of {paths}: each call of each message is announced by "
+        "its own turn/toolCall, also when an earlier message gave a call the same id"
+    )
+    assert len(results) == 2 and all(r["status"] == "ok" for r in results), (
+        f"the two reads named alike got the results {results}; each gets exactly one"
+    )
 
 
 @then(parsers.parse('the model was given its own words "{text}" again with its {tool} call'))

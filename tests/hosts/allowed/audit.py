@@ -85,9 +85,10 @@ def _history_as_note() -> None:
 def _late_approval_announcement() -> None:
     # The approval/updated that announces a new plan is sent half a second after the host
     # stored it (an outbox of its own), so it may come after the Plan turn's turn/ended
-    # and after answers to later reads; later announcements of the same approval wait
-    # behind it, in order. The contract gives approval/updated no order with turn/ended
-    # or with other requests' responses ("Ordering").
+    # and after answers to later reads. The contract gives approval/updated no order with
+    # turn/ended or with the responses of requests that change nothing ("Ordering"). A
+    # later announcement of the same approval (a decision, whose answer must come after
+    # it) sends the held one first, then itself.
     original = Host.__init__
 
     def init(self: Host, *args: Any, **kwargs: Any) -> None:
@@ -98,14 +99,13 @@ def _late_approval_announcement() -> None:
         def outbox(method: str, params: dict[str, Any]) -> None:
             if method == "approval/updated":
                 approval_id = params["approval"]["approvalId"]
-                if approval_id in held:
-                    held[approval_id].append(params)
-                    return
+                for note in held.pop(approval_id, []):
+                    notify(method, note)
                 if params["approval"]["status"] == "pending":
                     held[approval_id] = [params]
 
                     def flush() -> None:
-                        for note in held.pop(approval_id):
+                        for note in held.pop(approval_id, []):
                             notify(method, note)
 
                     asyncio.get_running_loop().call_later(0.5, flush)

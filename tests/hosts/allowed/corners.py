@@ -3,10 +3,7 @@ settled as the host's choice."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from hosts.registry import AllowedCase, patch, variant
-from reference_host.approvals import Approvals, approval_wire
 from reference_host.errors import HostError
 from reference_host.ports import TurnEnded
 from reference_host.provider_client import ToolCall
@@ -40,28 +37,7 @@ def _failed_turn_noted_in_transcript() -> None:
     patch(TurnRunner, "_end", noting_end)
 
 
-# "A timer that comes due late ... records its due time or the clock after the move"
-# (docs/implementing-a-host.md, Ordering): an approval the clock jumped past expires with
-# `decidedAt` at its deadline, not at the clock the move ended on.
-@variant("expiry-decided-at-the-deadline")
-def _expiry_decided_at_the_deadline() -> None:
-    async def expire(self: Approvals, approval_id: str) -> None:
-        host = self.host
-        row = await host.storage.get_approval(approval_id)
-        if row is None or row.status != "pending" or host.clock.now_ms() < row.expires_at:
-            return
-        expired = replace(
-            row, status="expired", status_code="PLAN_APPROVAL_TIMEOUT", decided_at=row.expires_at
-        )
-        await host.storage.update_approval(expired)
-        host.set_activity(row.session_id, pending_approval_id=None)
-        host.notify("approval/updated", {"approval": approval_wire(expired)})
-        await host.publish_session(row.session_id)
-
-    patch(Approvals, "expire", expire)
-
-
-# "whether you let the run's model plan ... or refuse EnterPlanMode ... is yours"
+# "whether you let the run's model plan ... or refuse the calls ... is yours"
 # (docs/implementing-a-host.md, Scheduled tasks): an unattended run may not enter Plan.
 @variant("unattended-run-refuses-planning")
 def _unattended_run_refuses_planning() -> None:
@@ -84,11 +60,6 @@ CASES = [
         "failed-turn-noted-in-transcript",
         "sessions,turn_boundaries,scheduled_plan,execution",
         why="a host may write transcript rows of its own; only the turn's own rows must stay",
-    ),
-    AllowedCase(
-        "expiry-decided-at-the-deadline",
-        "deadline,approval,restart_interruption",
-        why="a late timer may record its due time or the clock after the move",
     ),
     AllowedCase(
         "unattended-run-refuses-planning",

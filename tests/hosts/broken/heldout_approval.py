@@ -429,7 +429,7 @@ CASES = [
         "execution",
         "still_waits_for_the_user_once",
         "R4.5",
-        "the execution was announced as",
+        "an execution is completed when its turn completed",
     ),
     BrokenCase(
         "approval-turn-is-last-plan-turn",

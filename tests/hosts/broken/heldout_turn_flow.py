@@ -386,7 +386,7 @@ CASES = [
         "execution",
         "revised_plan_starts",
         "P15",
-        "the plan's full content",
+        "the model was not told the artifact path",
     ),
     BrokenCase(
         "later-turns-forget-the-execution",
@@ -421,7 +421,7 @@ CASES = [
         "execution",
         "still_waits_for_the_user_once",
         "R4.5",
-        "the execution was announced as",
+        "an execution is completed when its turn completed",
     ),
     BrokenCase(
         "execution-end-restores-agent",
