@@ -30,6 +30,7 @@ from conformance.mock_provider import (
     ToolCallsReply,
 )
 from conformance.protocol_models import SessionPromptParams
+from conformance.steps.common import unchecked
 from conformance.steps.model import script_calls, tool_call
 from conformance.steps.plan import REUSED_CALL_ID, snapshot
 from conformance.steps.requests import granted, sent_together
@@ -55,7 +56,7 @@ from conformance.steps.tasks import (
     task_model_stalls,
     task_waiting_for_model,
 )
-from conformance.world import Outcome, World, need
+from conformance.world import World, need
 
 OTHER = "other"
 
@@ -366,14 +367,9 @@ def turn_waits_for_permission(world: World) -> None:
 @when("the user answers the question of the cancelled turn, allowing the call")
 def answer_after_cancel(world: World) -> None:
     wait_turn_end(world, need(world.active_turn, "the cancelled turn"))
-    message = {  # unchecked: the question is expected to be closed
-        "jsonrpc": "2.0",
-        "id": world.rpc.next_id(),
-        "method": "permission/respond",
-        "params": {"requestId": world.boundary.question_of["main"], "decision": "allow"},
-    }
-    response = world.rpc.call_message(message, check=False)
-    world.outcome = Outcome.from_response("permission/respond", response)
+    # unchecked: the question is expected to be closed
+    params = {"requestId": world.boundary.question_of["main"], "decision": "allow"}
+    unchecked(world, "permission/respond", params)
 
 
 @when("the user sends two prompts at once")

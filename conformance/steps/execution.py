@@ -34,13 +34,14 @@ from conformance.steps.approval import (
     read_back,
     stored_approval,
 )
+from conformance.steps.common import unchecked
 from conformance.steps.model import default_markdown, submit_plan_call, tool_call
 from conformance.steps.plan import snapshot
 from conformance.steps.requests import granted
 from conformance.steps.restart import approvals_of, other_session_pending
 from conformance.steps.sessions import permission_request, read_session, session_id
 from conformance.steps.tool_work import PLAN_TOOLS
-from conformance.world import Outcome, SubmittedPlan, World, need
+from conformance.world import SubmittedPlan, World, need
 
 _ACTIVE = ("queued", "running")
 _FINISHED = ("completed", "interrupted")
@@ -241,15 +242,8 @@ def answer_again(world: World, decision: str) -> None:
 
 
 def _answer_unchecked(world: World, request_id: str, decision: str) -> None:
-    """Answer a question that the host should not take; hand-built, so sent unchecked."""
-    message = {
-        "jsonrpc": "2.0",
-        "id": world.rpc.next_id(),
-        "method": "permission/respond",
-        "params": {"requestId": request_id, "decision": decision},
-    }
-    response = world.rpc.call_message(message, check=False)
-    world.outcome = Outcome.from_response("permission/respond", response)
+    """Answer a question that the host should not take."""
+    unchecked(world, "permission/respond", {"requestId": request_id, "decision": decision})
 
 
 @when("the user answers the question asked before the restart, allowing the call")

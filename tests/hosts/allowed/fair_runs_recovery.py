@@ -8,6 +8,7 @@ import contextvars
 import heapq
 import os
 import signal
+import weakref
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -30,12 +31,17 @@ async def _rows(storage: Storage, query: str) -> list[dict[str, Any]]:
     return await storage._dicts(query)
 
 
+_Recovered = dict[str, list[dict[str, Any]]]
+# What each storage's start-up recovery is about to change, until it is announced.
+_RECOVERED: weakref.WeakKeyDictionary[Storage, _Recovered] = weakref.WeakKeyDictionary()
+
+
 def _remember_recovery() -> None:
-    """Keep, on the storage, what the start-up recovery is about to change."""
+    """Keep, beside the storage, what the start-up recovery is about to change."""
     recover = Storage.recover
 
     async def recover_and_remember(self: Storage, now: int) -> tuple[int, int, int]:
-        self._recovered = {  # type: ignore[attr-defined]
+        _RECOVERED[self] = {
             "approvals": await _rows(
                 self,
                 "SELECT id, session_id FROM plan_approvals "
@@ -51,16 +57,15 @@ def _remember_recovery() -> None:
     patch(Storage, "recover", recover_and_remember)
 
 
-def _after_initialize(announce: Callable[[Host, dict[str, list[dict[str, Any]]]], Any]) -> None:
+def _after_initialize(announce: Callable[[Host, _Recovered], Any]) -> None:
     """Run ``announce(host, recovered)`` just after the initialize answer has been sent."""
     _remember_recovery()
     initialize = Host.initialize
 
     async def initialize_then_announce(self: Host, params: dict[str, Any]) -> dict[str, Any]:
         result = await initialize(self, params)
-        recovered = getattr(self.storage, "_recovered", None)
+        recovered = _RECOVERED.pop(self.storage, None)
         if recovered:
-            self.storage._recovered = None  # type: ignore[attr-defined]
             # Scheduled now, it runs once the dispatcher has sent this answer.
             asyncio.get_running_loop().create_task(announce(self, recovered))
         return result
@@ -75,7 +80,7 @@ def _recovery_announced_after_initialize() -> None:
     # announcing what the start-up recovery changed, and allows "announcing a session or an
     # approval again when nothing changed". Once initialize has been answered, this host
     # announces each approval and execution its recovery interrupted, and their sessions.
-    async def announce(host: Host, recovered: dict[str, list[dict[str, Any]]]) -> None:
+    async def announce(host: Host, recovered: _Recovered) -> None:
         sessions: list[str] = []
         for item in recovered["approvals"]:
             row = await host.storage.get_approval(item["id"])
@@ -107,7 +112,7 @@ def _recovered_turns_announced_ended() -> None:
     # was interrupted by a host restart"; nothing says when (or whether) such an end is
     # announced. Once initialize has been answered, this host sends turn/ended
     # (interrupted, TURN_INTERRUPTED) for each turn its recovery ended.
-    async def announce(host: Host, recovered: dict[str, list[dict[str, Any]]]) -> None:
+    async def announce(host: Host, recovered: _Recovered) -> None:
         for turn in recovered["turns"]:
             host.notify(
                 "turn/ended",
@@ -131,7 +136,7 @@ def _recovered_runs_announced_finished() -> None:
     # TURN_INTERRUPTED, in task/list's lastRun and in scheduled_task_runs"; the contract
     # neither asks for nor forbids a task/runFinished for it. Once initialize has been
     # answered, this host sends task/runFinished for each run its recovery failed.
-    async def announce(host: Host, recovered: dict[str, list[dict[str, Any]]]) -> None:
+    async def announce(host: Host, recovered: _Recovered) -> None:
         for item in recovered["runs"]:
             rows = await host.storage._dicts(
                 "SELECT * FROM scheduled_task_runs WHERE id = ?", (item["id"],)
@@ -215,16 +220,18 @@ def _recovery_at_first_request() -> None:
     async def later(self: Tasks) -> None:
         return None  # armed once the recovery has run
 
+    # The host each dispatcher must recover before it handles its first line.
+    recover_first: weakref.WeakKeyDictionary[Dispatcher, Host] = weakref.WeakKeyDictionary()
+
     def init_and_wait(self: Host, *args: Any, **kwargs: Any) -> None:
         init(self, *args, **kwargs)
         dispatcher = getattr(self.notify, "__self__", None)
         if isinstance(dispatcher, Dispatcher):
-            dispatcher._recover_first = self  # type: ignore[attr-defined]
+            recover_first[dispatcher] = self
 
     async def recover_then_handle(self: Dispatcher, frame: Any) -> None:
-        host = getattr(self, "_recover_first", None)
+        host = recover_first.pop(self, None)
         if host is not None:
-            self._recover_first = None  # type: ignore[attr-defined]
             await host.storage.recover(host.clock.now_ms())
             await schedule_all(host.tasks)
         await handle(self, frame)
