@@ -14,6 +14,7 @@ provider request, and the data directory.
 from __future__ import annotations
 
 import json
+import sqlite3
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
@@ -25,6 +26,9 @@ from conformance.world import World
 SCHEMA_REQUIREMENT = "P5"
 KEY_REQUIREMENT = "P21"
 VIEWS_REQUIREMENT = "R7.2"
+DECISION_REQUIREMENT = "R4.4"
+ARTIFACT_REQUIREMENT = "C1"
+STORED_TURN_REQUIREMENT = "R5.1"
 _KEY = DUMMY_API_KEY.encode()
 
 
@@ -551,6 +555,108 @@ def _approval_order_problems(wire: _Wire) -> list[Problem]:
     return []
 
 
+_STATUS_CODES: Final = {
+    "pending": None,
+    "approved": None,
+    "rejected": None,
+    "expired": "PLAN_APPROVAL_TIMEOUT",
+    "interrupted": "TURN_INTERRUPTED",
+}
+
+
+def _approval_records(value: Any) -> list[dict[str, Any]]:
+    """Every approval record inside a host message: an object with an ``approvalId``, a
+    ``status`` and a ``statusCode``."""
+    if isinstance(value, list):
+        return [found for item in value for found in _approval_records(item)]
+    if not isinstance(value, dict):
+        return []
+    own = [value] if {"approvalId", "status", "statusCode"} <= value.keys() else []
+    return own + [found for item in value.values() for found in _approval_records(item)]
+
+
+def _status_code_problems(wire: _Wire) -> list[Problem]:
+    """An approval's ``statusCode`` says why it ended without a decision: null while it is
+    pending and once approved or rejected, ``PLAN_APPROVAL_TIMEOUT`` once expired, and
+    ``TURN_INTERRUPTED`` once a recovery interrupted it (R4.4). A legacy approval migrated
+    from a v8 pending row (no turn) may carry either null or ``TURN_INTERRUPTED``."""
+    for _, direction, _, message in wire:
+        if direction != "host-to-client":
+            continue
+        for record in _approval_records(message.get("params") or message.get("result")):
+            status, code = record.get("status"), record.get("statusCode")
+            if status not in _STATUS_CODES or code == _STATUS_CODES[status]:
+                continue
+            if status == "interrupted" and record.get("turnId") is None and code is None:
+                continue
+            return [
+                Problem(
+                    f"approval {record.get('approvalId')} is reported {status} with statusCode "
+                    f"{code!r}",
+                    "statusCode is null for a pending, approved or rejected approval, "
+                    "PLAN_APPROVAL_TIMEOUT for an expired one and TURN_INTERRUPTED for one "
+                    "the start-up recovery interrupted",
+                    DECISION_REQUIREMENT,
+                )
+            ]
+    return []
+
+
+def _artifact_problems(wire: _Wire) -> list[Problem]:
+    """An approval a Plan turn submitted (it names its turn) reports its artifact's path,
+    hash and size (C1); only a legacy approval migrated from v8 has none."""
+    for _, direction, _, message in wire:
+        if direction != "host-to-client":
+            continue
+        for record in _approval_records(message.get("params") or message.get("result")):
+            if record.get("turnId") is not None and not isinstance(record.get("artifact"), dict):
+                return [
+                    Problem(
+                        f"approval {record.get('approvalId')} of turn {record.get('turnId')} "
+                        f"is reported with the artifact {record.get('artifact')!r}",
+                        "an approval a Plan turn submitted names its artifact's path, SHA-256 "
+                        "and size; only a legacy approval has no artifact",
+                        ARTIFACT_REQUIREMENT,
+                    )
+                ]
+    return []
+
+
+_TURN_STATES: Final = frozenset({"completed", "failed", "cancelled", "interrupted"})
+
+
+def _stored_turn_problems(world: World, wire: _Wire) -> list[Problem]:
+    """A turn that ended is stored as it ended (R5.1, R7.2): the ``turns`` row of every
+    ``turn/ended`` the last host process sent holds that outcome. Turns an earlier process
+    announced are left out: a crash may come between the announcement and the commit."""
+    if not wire:
+        return []
+    ends = [
+        message.get("params") or {}
+        for _, direction, offset, message in wire
+        if direction == "host-to-client"
+        and message.get("method") == "turn/ended"
+        and offset == wire[-1][2]
+    ]
+    ended = {e.get("turnId"): e.get("outcome") for e in ends if e.get("outcome") in _TURN_STATES}
+    if not ended:
+        return []
+    try:
+        rows = {row["id"]: row["state"] for row in world.storage().rows("turns")}
+    except (sqlite3.Error, OSError, KeyError):
+        return []  # no readable turns table: the storage checks report that
+    for turn, outcome in ended.items():
+        if turn in rows and rows[turn] != outcome:
+            return [
+                Problem(
+                    f"turn {turn} ended {outcome}, but its turns row reads {rows[turn]}",
+                    "a turn is stored with the outcome turn/ended announced",
+                    STORED_TURN_REQUIREMENT,
+                )
+            ]
+    return []
+
+
 def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
@@ -650,6 +756,9 @@ def problems(world: World) -> list[Problem]:
     found.extend(_execution_turn_problems(notes))
     found.extend(_cancel_answer_problems(wire, notes))
     found.extend(_approval_order_problems(wire))
+    found.extend(_status_code_problems(wire))
+    found.extend(_artifact_problems(wire))
+    found.extend(_stored_turn_problems(world, wire))
     found.extend(_clock_problems(wire))
     found.extend(_tool_call_order_problems(notes))
     found.extend(_tool_call_problems(world))

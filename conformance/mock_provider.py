@@ -80,12 +80,14 @@ class ToolCallsReply:
     """An assistant answer requesting tool calls (``finish_reason`` ``"tool_calls"``).
 
     When streaming, ``text`` (if any) comes first, then each call's arguments split into
-    pieces of ``chunk_size`` characters across several chunks.
+    pieces of ``chunk_size`` characters across several chunks, then ``text_after`` (if
+    any): text the model writes once it has begun its calls.
     """
 
     calls: tuple[ScriptedToolCall, ...]
     text: str = ""
     chunk_size: int = 8
+    text_after: str = ""
 
 
 @dataclass(frozen=True)
@@ -278,15 +280,18 @@ class MockProvider:
         scenario's address are turned away (410) and never recorded."""
         with self._cond:
             self._epoch += 1
-        self.reset()
+            self._clear()
 
     def reset(self) -> None:
         """Clear the script, the fallback and the recorded requests (the address stays)."""
         with self._cond:
-            self._script.clear()
-            self._fallback = None
-            self._records.clear()
-            self._cond.notify_all()
+            self._clear()
+
+    def _clear(self) -> None:
+        self._script.clear()
+        self._fallback = None
+        self._records.clear()
+        self._cond.notify_all()
 
     # ------------------------------------------------------------------ inspection
 
@@ -408,13 +413,14 @@ class MockProvider:
     async def _handle_request(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
         epoch = int(request.match_info.get("epoch", 0))  # no /s/<n>: before any new scenario
+        body, problem = _parse_body(raw)
+        # One critical section decides whether the request belongs to the current scenario
+        # and records it there, so a scenario that begins in between never inherits it.
         with self._cond:
             stray = epoch != self._epoch or request.protocol in self._stale_connections
             self.stray_requests += stray
-        if stray:
-            return _error_response(410, "mock provider: that scenario is over", code="gone")
-        body, problem = _parse_body(raw)
-        with self._cond:
+            if stray:
+                return _error_response(410, "mock provider: that scenario is over", code="gone")
             reply = None if problem is not None or not self._script else self._script.popleft()
             if reply is None and problem is None:
                 reply = self._fallback
@@ -461,6 +467,8 @@ class MockProvider:
             return resp
         calls = self._resolve_calls(reply)
         text = reply.prefix + reply.suffix if isinstance(reply, StallReply) else reply.text
+        if isinstance(reply, ToolCallsReply):
+            text += reply.text_after
         if not streaming:
             payload = json.dumps(completion.whole(text, calls)).encode()
             if isinstance(reply, CutStreamReply):
@@ -514,6 +522,8 @@ class MockProvider:
         events.extend(
             piece for round_ in itertools.zip_longest(*pieces) for piece in round_ if piece
         )
+        if isinstance(reply, ToolCallsReply) and reply.text_after:
+            events.extend(completion.text_chunks(reply.text_after, reply.chunk_size, first=False))
         events.append(completion.chunk({}, "tool_calls" if calls else "stop"))
         options = body.get("stream_options")
         if isinstance(options, dict) and options.get("include_usage") is True:

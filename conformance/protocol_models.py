@@ -515,7 +515,12 @@ class ArtifactReadResult(BaseModel):
         extra="forbid",
     )
     approvalId: Id
-    path: str
+    path: Annotated[
+        str,
+        Field(
+            description="The artifact's path exactly as the approval shows it: workspace-relative, below .pi/plan/."
+        ),
+    ]
     contentBase64: Annotated[
         str,
         Field(

@@ -182,6 +182,7 @@ class Arrangement:
     root_as_given: str | None = None  # the project's path as the session was given it
     neighbours: list[str] = field(default_factory=list)  # names next to the project folder
     outside: Path | None = None
+    outside_note: str | None = None  # the text of a file outside any project
     other_project: Path | None = None
     other_secret: str | None = None  # text only the other project's file holds
     other_project_before: dict[str, str] = field(default_factory=dict)
@@ -209,6 +210,7 @@ class ModelScript:
     other_conversation: list[str] = field(default_factory=list)  # the other session's
     prompt: str | None = None  # the last prompt typed exactly as a check compares it
     last_batch: list[ScriptedCall] = field(default_factory=list)  # calls of one message
+    reads_named_alike: list[str] = field(default_factory=list)  # paths read under one call id
 
     def call_id(self, tool: str) -> str:
         """The id of the last scripted call of ``tool``."""
@@ -267,6 +269,7 @@ class SessionsState:
     stored_before: dict[str, Any] | None = None  # its sessions row at the same moment
     changed_to: dict[str, Any] = field(default_factory=dict)  # the last accepted change
     changed_alias: str = "main"  # the session that change was made to
+    changed_mark: int = 0  # where the notifications of that change start
     first_exchange: tuple[str, str] | None = None  # (user text, model answer)
     provider_mark: int = 0  # provider requests from the last prompt the steps sent
     earlier_turn: str | None = None  # the turn of a prompt sent before the scenario's

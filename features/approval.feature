@@ -40,6 +40,13 @@ Feature: Approving and rejecting a plan
       And the approval and the session are unchanged
       And no execution was started
 
+    @R3.5
+    Scenario: Approving with an empty permission mode is refused
+      When the user approves the plan with an empty permission mode
+      Then the request is refused with INVALID_PARAMS
+      And the approval and the session are unchanged
+      And no execution was started
+
     @R3.4
     Scenario Outline: Approving with an unknown permission mode is refused (<case>)
       When the user approves the plan with the permission mode "<mode>"
@@ -53,6 +60,7 @@ Feature: Approving and rejecting a plan
         | a capital letter           | Auto         |
         | a line break after a mode  | ask\n        |
         | an underscore for a hyphen | accept_edits |
+        | a name written in camel case | acceptEdits |
 
     @R3.4 @R4.4 @R4.6 @R7.2 @C4
     Scenario Outline: Approving with <mode> switches the session to Agent with that mode
@@ -177,6 +185,14 @@ Feature: Approving and rejecting a plan
       And the plan titled "Second attempt" is still awaiting approval
       And no execution was started
 
+    @C6 @R4.4
+    Scenario: Rejecting an earlier, rejected plan leaves the newer plan waiting
+      Given the user rejected the plan
+      And the model submitted a new plan titled "Second attempt"
+      When a stale client rejects the first plan
+      Then the request is refused with APPROVAL_NOT_PENDING
+      And the plan titled "Second attempt" is still awaiting approval
+
   Rule: Only one plan waits for approval at a time (§4)
 
     @R4.8
@@ -184,6 +200,14 @@ Feature: Approving and rejecting a plan
       Given the model will submit a plan titled "Second attempt"
       When the user tries to ask for another plan
       Then the request is refused with APPROVAL_PENDING
+
+    @R4.8 @R5.7
+    Scenario: A waiting plan still holds its session after many other sessions have worked
+      Given 10 other sessions of the project have each answered a prompt
+      And the model will submit a plan titled "Second attempt"
+      When the user tries to ask for another plan
+      Then the request is refused with APPROVAL_PENDING
+      And the plan titled "Add caching" is still awaiting approval
       And only the plan titled "Add caching" is awaiting approval
 
   Rule: Approval is one transaction (§4)

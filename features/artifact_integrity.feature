@@ -70,6 +70,7 @@ Feature: Immutable host-written plan artifacts
         | decomposed accents         |
         | nothing at all             |
         | hundreds of characters     |
+        | a hundred characters of another script |
 
   Rule: The host owns the artifact's folder and name (§2)
 
@@ -102,6 +103,19 @@ Feature: Immutable host-written plan artifacts
       Given a session for the project in Plan mode
       And the model will submit a plan titled "Same plan"
       And the user asks for a plan
+      And the user rejected the plan
+      And the model will submit a plan titled "Same plan"
+      When the user asks for another plan
+      Then each submission has its own artifact
+
+    @R2.4 @R2.5 @R2.9
+    Scenario: A third identical submission gets a third file
+      Given a session for the project in Plan mode
+      And the model will submit a plan titled "Same plan"
+      And the user asks for a plan
+      And the user rejected the plan
+      And the model will submit a plan titled "Same plan"
+      And the user asked for another plan
       And the user rejected the plan
       And the model will submit a plan titled "Same plan"
       When the user asks for another plan
@@ -235,6 +249,7 @@ Feature: Immutable host-written plan artifacts
       Examples:
         | change                                 | code                |
         | changed                                | ARTIFACT_MODIFIED   |
+        | changed in its last byte               | ARTIFACT_MODIFIED   |
         | extended                               | ARTIFACT_MODIFIED   |
         | replaced by bytes that are not UTF-8   | ARTIFACT_MODIFIED   |
         | deleted                                | ARTIFACT_UNREADABLE |
@@ -276,11 +291,26 @@ Feature: Immutable host-written plan artifacts
       Then the approval goes ahead and the plan is carried out
 
     @P13
-    Scenario: A plan opened before its file changed is refused when opened again
+    Scenario Outline: A plan opened before its file changed is refused when opened again (<change>)
       Given a plan titled "Checked at approval" is awaiting approval
       And the user opened the plan artifact
-      When the plan file is changed on disk after submission
+      When the plan file is <change> on disk after submission
       Then opening the plan is refused with ARTIFACT_MODIFIED
+
+      Examples:
+        | change                                          |
+        | changed                                         |
+        | changed keeping its size and modification time  |
+
+    @P13
+    Scenario: A large plan file changed in its last byte is not approved
+      Given a session for the project in Plan mode
+      And the model will submit a plan whose markdown has 1 MiB
+      And the user asks for a plan
+      And the plan file is changed in its last byte on disk after submission
+      When the user tries to approve the plan with permission mode auto
+      Then approving is refused with ARTIFACT_MODIFIED
+      And opening the plan is refused with ARTIFACT_MODIFIED
 
   Rule: A doubtful location or a failed write creates nothing (§2)
 

@@ -40,6 +40,13 @@ Feature: The absolute approval deadline
       And no execution was started
       And the session is in Plan mode
 
+    @R3.11 @R3.5
+    Scenario: A plan still expires on its own after an approval without a permission mode was refused
+      Given the user tried to approve the plan without choosing a permission mode
+      When 30 minutes pass
+      Then the host announced the expiry on its own
+      And the approval expired with PLAN_APPROVAL_TIMEOUT
+
     @R3.11 @P32
     Scenario: Each waiting plan expires at its own deadline, also when another waits longer
       Given 10 minutes passed
@@ -65,6 +72,7 @@ Feature: The absolute approval deadline
       And the model submitted a new plan titled "Second attempt"
       When 20 minutes pass
       Then the revised plan titled "Second attempt" still awaits approval at the first plan's deadline
+      And the plan titled "Second attempt" is still awaiting approval
 
     @R3.11 @R5.9
     Scenario: A plan expires when the time is up while another session's turn is under way

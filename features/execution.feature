@@ -338,6 +338,18 @@ Feature: Executing an approved plan
       Then the agent has finished the request
       And the Bash call reports that permission was denied
 
+    @P7
+    Scenario: With ask, a command allowed twice still asks the third time
+      Given the user approved the plan with permission mode ask
+      And the execution has finished
+      And the user allowed the command "echo again >> again.txt" in each of 2 later requests
+      And the model will run the command "echo again >> again.txt"
+      When the user sends a new request to the agent
+      Then the user is asked for permission before Bash
+      When the user denies it
+      Then the agent has finished the request
+      And the Bash call reports that permission was denied
+
     @P7 @R3.4
     Scenario: A plan approved with ask asks before its command, after an earlier plan ran with auto
       Given the user approved the plan with permission mode auto

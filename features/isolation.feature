@@ -236,6 +236,13 @@ Feature: Sessions are isolated from each other
         | read    | read     |
 
     @R5.9
+    Scenario: Another session of the same project does not list the plans of the first
+      Given a plan titled "Mine" is awaiting approval
+      And another session is open for the same project
+      When the user lists the plans of the other session
+      Then the other session lists no plan
+
+    @R5.9
     Scenario: Another session's plans are not listed
       Given a plan titled "Mine" is awaiting approval
       When the user lists the plans of the second session

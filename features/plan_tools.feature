@@ -295,6 +295,24 @@ Feature: What the agent may do while planning
       Then the Edit call worked and the model was given its result
       And the project file "notes.txt" still ends its lines in CR LF, with "two" changed to "2"
 
+  Rule: While planning, the permission mode still asks before a command (project rule P7)
+
+    @P7
+    Scenario Outline: A command the model runs while planning waits for the user's permission (<mode>)
+      Given a session for the project in Plan mode with permission mode <mode>
+      And the model will run the command "echo planned > planned.txt"
+      When the user sends a new request to the agent
+      Then the user is asked for permission before Bash
+      When the user denies it
+      Then the agent has finished the request
+      And the Bash call reports that permission was denied
+      And the project is as it was before
+
+      Examples:
+        | mode         |
+        | ask          |
+        | accept-edits |
+
   Rule: A page preview never leaves the machine's loopback interface (project rule P23)
 
     @P23
@@ -340,7 +358,31 @@ Feature: What the agent may do while planning
         | Write | Agent | {"path": "notes.txt", "content": "written"}                 |
         | Edit  | Agent | {"path": "notes.txt", "old_string": "a", "new_string": "b"} |
 
+    @P30
+    Scenario Outline: A file tool in a session without a project is refused a file named by its full path (<tool>)
+      Given a session without a project in <mode> mode
+      And a file outside any project holds "a note nobody may touch"
+      And the model will call <tool> on that file by its full path
+      When the user sends a prompt
+      Then the <tool> call was refused with WORKSPACE_REQUIRED
+      And the file outside any project was neither changed nor shown to the model
+
+      Examples:
+        | tool  | mode  |
+        | Read  | Plan  |
+        | Glob  | Plan  |
+        | Write | Agent |
+        | Edit  | Agent |
+
   Rule: A tool takes only the input its published shape allows (project rule P27)
+
+    @P27 @P10
+    Scenario: A call whose input cannot be read leaves the next call of its message to run
+      Given the project has a file "notes.txt" containing "the notes of the day"
+      And a session for the project with permission mode auto
+      And the model will read "notes.txt" in one message with a call whose input cannot be read
+      When the user sends a prompt
+      Then the model was given each file's text in the answer to its own call
 
     @P27
     Scenario Outline: A tool call outside the tool's published input is refused and does nothing (<case>)

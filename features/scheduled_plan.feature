@@ -137,6 +137,14 @@ Feature: Scheduled tasks never plan unattended
       Then the user of that session is asked before the Write runs
       And the run's session shows its turn under way
 
+    @R5.1 @R5.6
+    Scenario: A prompt to the session of a run under way is refused as busy
+      Given a scheduled task in Agent mode for the project
+      And the model will take its time to answer the task
+      And the task was run and is waiting for the model
+      When the user prompts the run's session while the run is under way
+      Then the request is refused with SESSION_BUSY
+
   Rule: A task is reported and kept as the user gave it (project rule P29)
 
     @P29
@@ -277,6 +285,13 @@ Feature: Scheduled tasks never plan unattended
       Then both tasks ran when their time came
 
     @P29
+    Scenario: Six tasks due at the same time all run when that time comes
+      Given 6 scheduled tasks in Agent mode for the project, all due in 5 minutes
+      And the model will answer "The chore is done." for each of the 6 tasks
+      When the time the tasks are due comes
+      Then every one of the tasks ran when their time came
+
+    @P29
     Scenario: Two tasks of one name due at the same time both run when that time comes
       Given a scheduled task in Agent mode for the project
       And the task is due in 5 minutes
@@ -291,6 +306,15 @@ Feature: Scheduled tasks never plan unattended
       And the task is due in 5 minutes
       And the model would answer "The changelog is tidy." if it were asked
       And the user moved the task 20 minutes later
+      When the time the task was first due comes
+      Then the moved task did not run
+
+    @P29
+    Scenario: A task moved and switched on in one change does not run at its earlier time
+      Given a scheduled task in Agent mode for the project
+      And the task is due in 5 minutes
+      And the model would answer "The changelog is tidy." if it were asked
+      And the user moved the task 20 minutes later, switching it on again
       When the time the task was first due comes
       Then the moved task did not run
 

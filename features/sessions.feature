@@ -107,6 +107,13 @@ Feature: Sessions and their configuration
         | provider        |
         | shell           |
 
+    @R5.6 @R7.2
+    Scenario: A change of two settings at once is announced whole
+      Given a session for the project
+      When the user changes the mode and the permission mode of the session in one request
+      Then the session has the new mode and permission mode
+      And the session's announcement shows every change
+
     @R5.6
     Scenario: An idle session takes the settings it already has
       Given a session for the project
@@ -246,6 +253,23 @@ Feature: Sessions and their configuration
         | carry an error in the middle        |
         | carry a piece that is not JSON      |
         | carry a piece that is not an object |
+        | end before its first piece          |
+        | end after its finish reason, without its last piece |
+
+    @P25
+    Scenario Outline: After a model answer that broke off, the session takes a new prompt (<break>)
+      Given a session for the project
+      And the model's answer will <break>
+      And the user tried to talk to the agent
+      And the model will answer "Back to work."
+      When the user talks to the agent
+      Then the agent answered "Back to work."
+
+      Examples:
+        | break                             |
+        | stop short, its connection cut    |
+        | end early, without its last piece |
+        | carry a piece that is not JSON    |
 
     @P25
     Scenario: A provider error after a failed tool call ends the turn with the provider's error
@@ -260,6 +284,23 @@ Feature: Sessions and their configuration
       And the model will read "missing.txt", and the model provider will then refuse the request
       When the user tries to talk to the agent
       Then the session's transcript keeps the failed turn's tool call and its result
+
+    @R1.3
+    Scenario: The turn after a failed one shows the model the failed turn's call and its result
+      Given a session for the project
+      And the model will read "missing.txt", and the model provider will then refuse the request
+      And the user tried to talk to the agent
+      And the model will answer "Back to work."
+      When the user talks to the agent
+      Then the model was shown the failed turn's tool call and its result
+
+    @P25 @R5.6
+    Scenario: After a provider error the session takes a change of its configuration
+      Given a session for the project
+      And the model provider will refuse the next request
+      And the user tried to talk to the agent
+      When the user switches the session to Plan mode
+      Then the session is in Plan mode
 
     @P25
     Scenario: The session takes a new prompt after a provider error
@@ -287,6 +328,14 @@ Feature: Sessions and their configuration
       And the model will say "Let me read the notes first." while reading "notes.txt", then answer
       When the user sends a prompt
       Then the user was shown the words "Let me read the notes first." as the model said them
+
+    @P31
+    Scenario: What the model says once it has begun a tool call is shown to the user too
+      Given the project has a file "notes.txt" containing "original"
+      And a session for the project with permission mode auto
+      And the model will begin reading "notes.txt" and then say "I will sum it up next."
+      When the user sends a prompt
+      Then the user was shown the words "I will sum it up next." as the model said them
 
     @R1.3 @P32
     Scenario: Every entry of the conversation carries the host clock's time

@@ -177,6 +177,45 @@ Feature: Submitting a plan
         | rejected | the user rejected the plan |
         | expired  | the plan's time ran out    |
 
+  Rule: A plan is taken whatever the host clock reads (§2, §3)
+
+    @R2.1 @R3.9
+    Scenario: A plan is taken when the host clock reads a year past 9999
+      Given the host clock was set ten thousand years ahead
+      And a plan titled "Far ahead" is awaiting approval
+      Then the approval was created when the model submitted the plan
+      And the approval expires 30 minutes after the host created it
+
+  Rule: A rejection or an expiry leaves the session's permission mode as it was (§3)
+
+    @R3.6 @R3.11
+    Scenario Outline: Rejecting a plan leaves the session's permission mode <mode>
+      Given a session for the project in Plan mode with permission mode <mode>
+      And a plan titled "Add caching" is awaiting approval
+      When the user rejects the plan
+      Then the approval is rejected
+      And the session is in Plan mode
+      And the session's permission mode is unchanged
+
+      Examples:
+        | mode         |
+        | accept-edits |
+        | auto         |
+
+    @R3.11
+    Scenario Outline: A plan that ran out of time leaves the session's permission mode <mode>
+      Given a session for the project in Plan mode with permission mode <mode>
+      And a plan titled "Add caching" is awaiting approval
+      When 30 minutes pass
+      Then the approval expired with PLAN_APPROVAL_TIMEOUT
+      And the session is in Plan mode
+      And the session's permission mode is unchanged
+
+      Examples:
+        | mode         |
+        | accept-edits |
+        | auto         |
+
   Rule: While a plan awaits approval, no further plan can be submitted (§4, §5)
 
     @R4.8 @R5.2

@@ -90,6 +90,19 @@ def _of_session(world: World, alias: str) -> Predicate:
     return lambda params: bool(params["sessionId"] == own)
 
 
+@given(parsers.parse("{count:d} other sessions of the project have each answered a prompt"))
+def many_sessions_worked(world: World, count: int) -> None:
+    # One after another, so that a host keeping per-session state in a small cache has
+    # pushed the first session out of it by the end.
+    for number in range(1, count + 1):
+        alias = f"worker {number}"
+        _create(world, alias, mode="agent").require_result()
+        world.provider.enqueue(TextReply(f"Answer number {number}."))
+        since = world.mark()
+        ended = wait_turn_end(world, prompt(world, f"Question number {number}?", alias), since)
+        assert ended["outcome"] == "completed", f"session {alias}'s turn ended {ended}"
+
+
 @given("both sessions run commands without asking")
 def both_run_commands(world: World) -> None:
     for alias in ("main", OTHER):
@@ -1181,11 +1194,13 @@ def other_unchanged_session(world: World) -> None:
 
 
 @when("the user lists the plans of the second session")
+@when("the user lists the plans of the other session")
 def list_other_plans(world: World) -> None:
     world.attempt_typed(world.rpc.list_approvals, session_id(world, OTHER))
 
 
 @then("the second session lists no plan")
+@then("the other session lists no plan")
 @verifies("R5.9")
 def other_lists_nothing(world: World) -> None:
     approvals = world.outcome.require_result()["approvals"]

@@ -35,7 +35,7 @@ from conformance.steps.approval import (
     stored_approval,
 )
 from conformance.steps.common import unchecked
-from conformance.steps.model import default_markdown, submit_plan_call, tool_call
+from conformance.steps.model import default_markdown, script_calls, submit_plan_call, tool_call
 from conformance.steps.plan import snapshot
 from conformance.steps.requests import granted
 from conformance.steps.restart import approvals_of, other_session_pending
@@ -198,12 +198,30 @@ def execution_finished(world: World) -> None:
 @when("the user sends a new request to the agent")
 def later_prompt(world: World) -> None:
     world.provider.enqueue(TextReply("The request is handled."))
+    _prompt_later(world)
+
+
+def _prompt_later(world: World) -> None:
+    """Send the session a later request whose model replies are already scripted."""
     world.arranged.workspace_before = snapshot(world.workspace)
     world.cursors.turn = world.mark()
     world.cursors.provider_turn = len(world.provider.requests())
     turn_id = granted(world.rpc.prompt, session_id(world), "Please tidy up the notes.").turnId
     world.plan.later_turn_id = turn_id
     world.active_turn = turn_id
+
+
+@given(
+    parsers.parse('the user allowed the command "{command}" in each of {count:d} later requests')
+)
+def allowed_in_later_requests(world: World, command: str, count: int) -> None:
+    for _ in range(count):
+        script_calls(world, tool_call(world, "Bash", {"command": command}))
+        _prompt_later(world)
+        asked_before(world, "Bash")
+        request = need(world.plan.permission_request, "permission question")
+        granted(world.rpc.respond_permission, request["requestId"], "allow")
+        later_turn_finished(world)
 
 
 @then("once the execution turned to planning, the model was offered exactly the planning tools")

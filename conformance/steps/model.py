@@ -125,6 +125,11 @@ TITLE_AND_QUESTION_SAMPLES: dict[str, tuple[str, str]] = {
     "characters outside the BMP": ("Cache \U0001f680", "Go ahead? \U0001d11e"),
     "decomposed accents": ("Cafe\u0301 menu", "Re\u0301sume\u0301 now?"),
     "nothing at all": ("", ""),
+    # a hundred characters, three bytes each: longer than a file name may be
+    "a hundred characters of another script": (
+        "計画を立てる" * 17,
+        "この計画で進めてもよいですか",
+    ),
     # longer than a field of 255 characters
     "hundreds of characters": (
         " ".join(f"step {n} of the cache rollout;" for n in range(1, 13)),
@@ -223,6 +228,23 @@ def model_speaks_and_reads(world: World, text: str, path: str) -> None:
     call = tool_call(world, "Read", {"path": path})
     world.provider.enqueue(ToolCallsReply((call,), text=text))
     world.provider.enqueue(TextReply(CLOSING_ANSWER))
+
+
+@given(parsers.parse('the model will begin reading "{path}" and then say "{text}"'))
+def model_reads_then_speaks(world: World, path: str, text: str) -> None:
+    call = tool_call(world, "Read", {"path": path})
+    world.provider.enqueue(ToolCallsReply((call,), text_after=text))
+    world.provider.enqueue(TextReply(CLOSING_ANSWER))
+
+
+@given(
+    parsers.parse(
+        'the model will read "{path}" in one message with a call whose input cannot be read'
+    )
+)
+def model_reads_beside_unreadable_call(world: World, path: str) -> None:
+    unreadable = tool_call(world, "Read", '{"path": ')
+    script_calls(world, unreadable, tool_call(world, "Read", {"path": path}))
 
 
 @given(parsers.parse("the model will call {tool} with empty arguments"))

@@ -11,7 +11,7 @@ import shutil
 import stat
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 from pytest_bdd import given, parsers, then, when
@@ -20,7 +20,7 @@ from conformance.blame import blame, verifies
 from conformance.capabilities import Unverified, require_fault_point
 from conformance.messages import message_text, request_answering
 from conformance.mock_provider import ScriptedToolCall, TextReply, ToolCallsReply
-from conformance.steps.model import default_markdown, script_plan
+from conformance.steps.model import default_markdown, script_calls, script_plan, tool_call
 from conformance.steps.requests import granted, permission_mode, plain
 from conformance.steps.sessions import MODES, _create, read_session, session_id
 from conformance.world import World, need
@@ -83,6 +83,47 @@ def _outside(world: World) -> Path:
     outside_folder(world)
     outside = need(world.arranged.outside, "folder outside the project")
     return outside
+
+
+_OUTSIDE_NOTE: Final = "outside-any-project.txt"
+
+
+@given(parsers.parse('a file outside any project holds "{text}"'))
+def file_outside_any_project(world: World, text: str) -> None:
+    (_outside(world) / _OUTSIDE_NOTE).write_text(text, encoding="utf-8")
+    world.arranged.outside_note = text
+
+
+@given(parsers.parse("the model will call {tool} on that file by its full path"))
+def call_on_outside_file(world: World, tool: str) -> None:
+    path = str(need(world.arranged.outside, "folder outside the project") / _OUTSIDE_NOTE)
+    text = Path(path).read_text("utf-8")
+    arguments: dict[str, dict[str, Any]] = {
+        "Read": {"path": path},
+        "Glob": {"pattern": path},
+        "Write": {"path": path, "content": "written"},
+        "Edit": {"path": path, "old_string": text, "new_string": "edited"},
+    }
+    script_calls(world, tool_call(world, tool, arguments[tool]))
+
+
+@then("the file outside any project was neither changed nor shown to the model")
+@verifies("P30")
+def outside_file_untouched(world: World) -> None:
+    outside = need(world.arranged.outside, "folder outside the project")
+    assert [p.name for p in outside.iterdir()] == [_OUTSIDE_NOTE], list(outside.iterdir())
+    text = (outside / _OUTSIDE_NOTE).read_text("utf-8")
+    wanted = need(world.arranged.outside_note, "the note outside any project")
+    assert text == wanted, f"the file outside any project now reads {text!r}, not {wanted!r}"
+    given = [
+        message_text(m)
+        for r in world.provider.requests()
+        for m in r.messages
+        if m.get("role") == "tool"
+    ]
+    assert not any(text in g for g in given), (
+        f"a tool result gave the model the text of a file outside any project: {given}"
+    )
 
 
 @given("the project's .pi folder is a symlink to a folder outside the project")
@@ -301,6 +342,7 @@ def reads_alike_in_one_turn(world: World, first: str, second: str) -> None:
         ToolCallsReply((ScriptedToolCall("Read", {"path": second}, REUSED_CALL_ID),)),
         TextReply("Both read."),
     )
+    world.script.reads_named_alike = [first, second]
 
 
 @given("the user had another conversation with the agent")
@@ -577,7 +619,13 @@ def turn_failed_with(world: World, code: str) -> None:
 def artifact_file(world: World, approval: dict[str, Any] | None = None) -> Path:
     """The artifact of ``approval`` (default: the latest) on disk."""
     record = approval or latest_approval(world)
-    relative = str(record["artifact"]["path"])
+    artifact = record.get("artifact")
+    with blame("C1"):
+        assert isinstance(artifact, dict), (
+            f"approval {record.get('approvalId')} reports the artifact {artifact!r}: an approval "
+            "a Plan turn submitted names its artifact's path, hash and size"
+        )
+    relative = str(artifact["path"])
     with blame("R2.2"):
         assert ARTIFACT_PATH.match(relative), (
             f"artifact path {relative!r} is not .pi/plan/<name>.md"

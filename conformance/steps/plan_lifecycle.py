@@ -6,6 +6,7 @@ integrity check at approval (P13)."""
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 from typing import Any, Final
 
@@ -371,9 +372,12 @@ def plan_folder_untouched(world: World) -> None:
 
 
 def _change(data: bytes, change: str) -> bytes | None:
-    first = data[:1] or b"#"
+    first, last = data[:1] or b"#", data[-1:] or b"#"
     changes = {
         "changed": (b"%" if first != b"%" else b"#") + data[1:],
+        "changed keeping its size and modification time": (b"%" if first != b"%" else b"#")
+        + data[1:],
+        "changed in its last byte": data[:-1] + (b"%" if last != b"%" else b"#"),
         "extended": data + b"\n3. One more step nobody approved.\n",
         "replaced by bytes that are not UTF-8": b"\xff" + data[1:],
     }
@@ -405,7 +409,10 @@ def change_plan_file(world: World, change: str) -> None:
     changed = _change(original, change)
     assert changed is not None, f"no change called {change!r}"
     assert len(changed) == len(original) or change == "extended", change
-    path.write_bytes(changed)
+    before = path.stat()
+    path.write_bytes(changed)  # in place: the same file, only its bytes differ
+    if "modification time" in change:  # as `cp -p` or `rsync -t` leave a file
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
 
 
 @when("the plan file is put back as it was")

@@ -18,8 +18,10 @@ from conformance.blame import verifies
 from conformance.capabilities import Unverified
 from conformance.client import ABSENT, Absent, HarnessError, RpcError
 from conformance.drivers import DUMMY_API_KEY
+from conformance.messages import calls_in
 from conformance.mock_provider import CutStreamReply, HttpErrorReply, RawStreamReply, TextReply
 from conformance.protocol_models import Mode, PermissionMode, ProviderConfig, TranscriptEntry
+from conformance.steps.common import unchecked
 from conformance.steps.model import script_calls, tool_call
 from conformance.steps.requests import (
     announced_alike,
@@ -295,16 +297,9 @@ def create_session_without_project(world: World) -> None:
     _create(world, "main", workspace_root=None).require_result()
 
 
-def _unchecked(world: World, method: str, params: dict[str, Any]) -> Outcome:
-    """Send params that break the schema on purpose (the contract check would stop them)."""
-    message = {"jsonrpc": "2.0", "id": world.rpc.next_id(), "method": method, "params": params}
-    world.outcome = Outcome.from_response(method, world.rpc.call_message(message, check=False))
-    return world.outcome
-
-
 @when(parsers.parse('the user tries to create a session in a mode called "{mode}"'))
 def create_session_unknown_mode(world: World, mode: str) -> None:
-    _unchecked(world, "session/create", {"workspaceRoot": str(world.workspace), "mode": mode})
+    unchecked(world, "session/create", {"workspaceRoot": str(world.workspace), "mode": mode})
 
 
 _RELATIVE_ROOTS: Final = {
@@ -341,7 +336,7 @@ def switch_mode(world: World, mode: str) -> None:
 @when(parsers.parse('the user tries to switch the session to a mode called "{mode}"'))
 def switch_to_unknown_mode(world: World, mode: str) -> None:
     remember_configuration(world)
-    _unchecked(world, "session/configure", {"sessionId": session_id(world), "mode": mode})
+    unchecked(world, "session/configure", {"sessionId": session_id(world), "mode": mode})
 
 
 @when(parsers.parse("the user requests one change of {change}"))
@@ -364,7 +359,7 @@ def one_invalid_change(world: World, change: str) -> None:
     }
     assert change in changes, f"no change called {change!r}"
     remember_configuration(world)
-    _unchecked(world, "session/configure", {"sessionId": session_id(world), **changes[change]})
+    unchecked(world, "session/configure", {"sessionId": session_id(world), **changes[change]})
 
 
 # A request of each kind whose params break the schema; P4 puts that check before the
@@ -379,7 +374,7 @@ _BROKEN_PARAMS: Final[dict[str, tuple[str, dict[str, Any]]]] = {
 def broken_params(world: World, request: str) -> None:
     assert request in _BROKEN_PARAMS, f"no request called {request!r}"
     method, params = _BROKEN_PARAMS[request]
-    _unchecked(world, method, {"sessionId": session_id(world), **params})
+    unchecked(world, method, {"sessionId": session_id(world), **params})
 
 
 @when(
@@ -391,7 +386,7 @@ def broken_params(world: World, request: str) -> None:
 def broken_params_unknown_session(world: World, request: str) -> None:
     assert request in _BROKEN_PARAMS, f"no request called {request!r}"
     method, params = _BROKEN_PARAMS[request]
-    _unchecked(world, method, {"sessionId": "ses_never_created", **params})
+    unchecked(world, method, {"sessionId": "ses_never_created", **params})
 
 
 @when(parsers.parse("the user sets the session's permission mode to {mode}"))
@@ -451,14 +446,41 @@ def new_setting(world: World, setting: str, alias: str = "main") -> dict[str, An
 
 @when(parsers.parse("the user changes the {setting} of the session"))
 def change_setting(world: World, setting: str, alias: str = "main") -> None:
-    changes = new_setting(world, setting, alias)
+    _change(world, new_setting(world, setting, alias), alias)
+
+
+@when(parsers.parse("the user changes the {first} and the {second} of the session in one request"))
+def change_two_settings(world: World, first: str, second: str) -> None:
+    _change(world, {**new_setting(world, first), **new_setting(world, second)})
+
+
+def _change(world: World, changes: dict[str, Any], alias: str = "main") -> None:
     world.boundary.changed_to = changes
     world.boundary.changed_alias = alias
     world.boundary.session_before_change = read_session(world, alias)
     # time passes between creating and changing: what the change leaves alone (createdAt
     # included) must not move with the clock
     granted(world.rpc.clock_advance, 60_000)
+    world.boundary.changed_mark = world.mark()
     configure(world, changes, alias)
+
+
+@then("the session's announcement shows every change")
+@verifies("R7.2")
+def change_announced_whole(world: World) -> None:
+    changes, alias = world.boundary.changed_to, world.boundary.changed_alias
+    own = session_id(world, alias)
+    notes = [
+        n["params"]["session"]
+        for n in world.notifications("session/updated", world.boundary.changed_mark)
+        if n["params"]["session"].get("sessionId") == own
+    ]
+    assert notes, "no session/updated announced the change"
+    shown = {k: notes[-1].get(k) for k in changes}
+    assert shown == changes, (
+        f"the last session/updated after the change shows {shown}; the request changed "
+        f"{changes}: an announcement carries the session as it now is"
+    )
 
 
 def configure(world: World, changes: dict[str, Any], alias: str = "main") -> Outcome:
@@ -815,13 +837,13 @@ def configure_provider(world: World) -> None:
     assert found == provider, f"the session's provider reads {found} after it was configured"
 
 
-def _stream_event(delta: dict[str, Any]) -> str:
+def _stream_event(delta: dict[str, Any], finish: str | None = None) -> str:
     chunk = {
         "id": "chatcmpl-broken",
         "object": "chat.completion.chunk",
         "created": 0,
         "model": "scripted",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
     }
     return f"data: {json.dumps(chunk)}\n\n"
 
@@ -843,6 +865,11 @@ _BROKEN_ANSWERS: Final[dict[str, CutStreamReply | RawStreamReply]] = {
     ),
     "carry a piece that is not an object": RawStreamReply(
         (_HALF_ANSWER, 'data: ["swer."]\n\n', "data: [DONE]\n\n")
+    ),
+    "end before its first piece": RawStreamReply(()),
+    # The finish reason says the model is done; only [DONE] says the stream is whole.
+    "end after its finish reason, without its last piece": RawStreamReply(
+        (_HALF_ANSWER, _stream_event({}, finish="stop"))
     ),
 }
 
@@ -938,6 +965,25 @@ def failed_turn_keeps_its_work(world: World) -> None:
     assert calls and results, (
         f"the failed turn's transcript entries are {shown}: a turn that failed is not undone; "
         f"the model's call {call_id} and its result stay in the transcript"
+    )
+
+
+@then("the model was shown the failed turn's tool call and its result")
+@verifies("R1.3")
+def failed_turn_shown(world: World) -> None:
+    call_id = need(world.script.last_call_id("Read"), "the Read call")
+    last = world.provider.requests()[-1]
+    made = [m for m in last.messages if call_id in calls_in(m)]
+    answered = [
+        m
+        for m in last.messages
+        if m.get("role") == "tool" and str(m.get("tool_call_id")) == call_id
+    ]
+    roles = [m.get("role") for m in last.messages]
+    assert made and answered, (
+        f"the next turn's request carries the messages {roles}, without the failed turn's "
+        f"call {call_id} and its result: a turn that failed is not undone, and the next "
+        "turn shows the model its calls and their results"
     )
 
 

@@ -232,9 +232,43 @@ def model_answers_both_tasks(world: World, text: str) -> None:
 @then("both tasks ran when their time came")
 @verifies("P29")
 def both_tasks_ran(world: World) -> None:
-    both = (_task_id(world), need(world.tasks.other_task_id, "the other task"))
+    _all_ran(world, [_task_id(world), need(world.tasks.other_task_id, "the other task")])
+
+
+@given(
+    parsers.parse(
+        "{count:d} scheduled tasks in Agent mode for the project, all due in {minutes:d} minutes"
+    )
+)
+def many_tasks_due_together(world: World, count: int, minutes: int) -> None:
+    due = granted(world.rpc.clock_get).now + minutes * 60_000
+    world.tasks.many = [
+        _new_task(world, f"Chore {n}", f"Do chore number {n}.", "Agent", "auto", due)
+        for n in range(1, count + 1)
+    ]
+    world.tasks.latest_run_at = due
+
+
+@given(parsers.parse('the model will answer "{text}" for each of the {count:d} tasks'))
+def model_answers_every_task(world: World, text: str, count: int) -> None:
+    world.provider.enqueue(*(TextReply(text) for _ in range(count)))
+
+
+@when("the time the tasks are due comes")
+def many_due_time_comes(world: World) -> None:
+    _clock_past(world, need(world.tasks.latest_run_at, "the tasks' time"))
+
+
+@then("every one of the tasks ran when their time came")
+@verifies("P29")
+def every_task_ran(world: World) -> None:
+    _all_ran(world, [t["taskId"] for t in world.tasks.many])
+
+
+def _all_ran(world: World, task_ids: list[str]) -> None:
+    """Each of ``task_ids`` came due and ran to completion, each in a session of its own."""
     finished: dict[str, dict[str, Any]] = {}
-    for task_id in both:
+    for task_id in task_ids:
         try:
             finished[task_id] = _finished(
                 world,
@@ -243,18 +277,20 @@ def both_tasks_ran(world: World) -> None:
                 ),
             )
         except TimeoutError:
-            if not finished and task_id == both[-1]:
+            if not finished and task_id == task_ids[-1]:
                 raise  # nothing ran at all: the wait's own report says more
-    missing = [task_id for task_id in both if task_id not in finished]
+    missing = [task_id for task_id in task_ids if task_id not in finished]
     assert not missing, (
-        f"of two enabled tasks that came due, {sorted(finished) or 'none'} ran and "
+        f"of {len(task_ids)} enabled tasks that came due, {sorted(finished) or 'none'} ran and "
         f"{missing} did not (no task/runFinished): every enabled task runs when its runAt "
-        "comes due, whatever other task is due then too, also after a restart"
+        "comes due, however many others are due then too, also after a restart"
     )
     ended = {task_id: run["outcome"] for task_id, run in finished.items()}
-    assert set(ended.values()) == {"completed"}, f"the two runs ended {ended}"
+    assert set(ended.values()) == {"completed"}, f"the runs ended {ended}"
     sessions = {run["sessionId"] for run in finished.values()}
-    assert len(sessions) == 2, f"the two runs ran in the sessions {sessions}, not one each"
+    assert len(sessions) == len(task_ids), (
+        f"the {len(task_ids)} runs ran in the sessions {sessions}, not one each"
+    )
 
 
 @given("the task was run by hand")
@@ -711,6 +747,17 @@ def task_moved_later(world: World, minutes: int) -> None:
     world.tasks.earlier_run_at = earlier
     later = earlier + minutes * 60_000
     task = granted(world.rpc.update_task, _task_id(world), run_at=later)
+    assert task.task.runAt == later, f"the moved task is due at {task.task.runAt}"
+    world.tasks.task = plain(task.task)
+
+
+@given(parsers.parse("the user moved the task {minutes:d} minutes later, switching it on again"))
+def task_moved_and_enabled(world: World, minutes: int) -> None:
+    earlier = need(world.tasks.task, "scheduled task")["runAt"]
+    assert earlier is not None, "the scenario's task was never due"
+    world.tasks.earlier_run_at = earlier
+    later = earlier + minutes * 60_000
+    task = granted(world.rpc.update_task, _task_id(world), run_at=later, enabled=True)
     assert task.task.runAt == later, f"the moved task is due at {task.task.runAt}"
     world.tasks.task = plain(task.task)
 
@@ -1173,6 +1220,12 @@ def prompt_run_session(world: World) -> None:
     world.cursors.turn = world.mark()
     world.cursors.provider_turn = len(world.provider.requests())
     world.active_turn = granted(world.rpc.prompt, run["sessionId"], "Run one more thing.").turnId
+
+
+@when("the user prompts the run's session while the run is under way")
+def prompt_busy_run_session(world: World) -> None:
+    run = need(world.tasks.run, "run under way")
+    world.attempt_typed(world.rpc.prompt, run["sessionId"], "Is the changelog tidy yet?")
 
 
 @when(parsers.parse("the user changes the {setting} of the run's session"))

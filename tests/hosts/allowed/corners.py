@@ -4,6 +4,7 @@ settled as the host's choice."""
 from __future__ import annotations
 
 from hosts.registry import AllowedCase, patch, variant
+from reference_host import migration
 from reference_host.errors import HostError
 from reference_host.ports import TurnEnded
 from reference_host.provider_client import ToolCall
@@ -55,6 +56,20 @@ def _unattended_run_refuses_planning() -> None:
     patch(TurnRunner, "_run_call", refusing_call)
 
 
+# A v8 pending row becomes interrupted; the contract leaves the statusCode of such a legacy
+# row open. This host gives it TURN_INTERRUPTED, like an approval its recovery interrupts.
+@variant("legacy-interrupted-with-code")
+def _legacy_interrupted_with_code() -> None:
+    copy = migration._COPY_LEGACY_APPROVALS
+    columns, decided = "status, decided_at\n)", "  CASE status WHEN 'pending' THEN NULL"
+    assert columns in copy and decided in copy
+    copy = copy.replace(columns, "status, status_code, decided_at\n)").replace(
+        decided,
+        "  CASE status WHEN 'pending' THEN 'TURN_INTERRUPTED' END,\n" + decided,
+    )
+    patch(migration, "_COPY_LEGACY_APPROVALS", copy)
+
+
 CASES = [
     AllowedCase(
         "failed-turn-noted-in-transcript",
@@ -65,5 +80,10 @@ CASES = [
         "unattended-run-refuses-planning",
         "scheduled_plan",
         why="a run's model may plan or be refused; the run never approves a plan either way",
+    ),
+    AllowedCase(
+        "legacy-interrupted-with-code",
+        "migration",
+        why="the statusCode of a v8 pending approval the migration marks interrupted is open",
     ),
 ]

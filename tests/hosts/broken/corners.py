@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import replace
 from typing import Any, cast
 
 from hosts.registry import BrokenCase, patch, variant
@@ -150,6 +151,39 @@ def _run_sessions_refuse_changes_after_the_run() -> None:
     patch(Host, "session_configure", refusing)
 
 
+# R4.4: an approval's statusCode says why it ended without a decision. The host reads an
+# interrupted execution as an interrupted approval and writes TURN_INTERRUPTED into the
+# row of an approval that stays approved.
+@variant("interrupted-execution-marks-the-approval")
+def _interrupted_execution_marks_the_approval() -> None:
+    finished = Approvals.execution_finished
+
+    async def execution_finished(self: Approvals, approval_id: str, final: Any) -> None:
+        if final == "interrupted":
+            row = await self.host.storage.get_approval(approval_id)
+            assert row is not None
+            await self.host.storage.update_approval(replace(row, status_code="TURN_INTERRUPTED"))
+        await finished(self, approval_id, final)
+
+    patch(Approvals, "execution_finished", execution_finished)
+
+
+# P7: the permission mode applies to every turn. The host reads Plan as read-only and runs
+# a Plan turn's commands without asking, whatever the session's permission mode.
+@variant("plan-commands-never-ask")
+def _plan_commands_never_ask() -> None:
+    run_call = TurnRunner._run_call
+
+    async def _run_call(
+        self: TurnRunner, session: SessionRow, turn_id: str, call: Any, unattended: bool
+    ) -> CallOutcome:
+        if session.mode == "plan" and call.name == "Bash":
+            session = replace(session, permission_mode="auto")
+        return await run_call(self, session, turn_id, call, unattended)
+
+    patch(TurnRunner, "_run_call", _run_call)
+
+
 CASES = [
     BrokenCase(
         "question-ids-restart-with-the-process",
@@ -192,5 +226,19 @@ CASES = [
         "session_a_run_created_takes",
         "R5.6",
         "SESSION_BUSY",
+    ),
+    BrokenCase(
+        "interrupted-execution-marks-the-approval",
+        "execution",
+        "execution_whose_turn_is_cancelled",
+        "R4.4",
+        "is reported approved with statusCode 'TURN_INTERRUPTED'",
+    ),
+    BrokenCase(
+        "plan-commands-never-ask",
+        "plan_tools",
+        "while_planning_waits",
+        "P7",
+        "Bash ran without asking for permission",
     ),
 ]

@@ -451,7 +451,7 @@ CASES = [
         "commit-fault-skips-rollback",
         "approval",
         "a_failure_while_approving_changes_nothing",
-        "R4.6",
+        "R4.3",
         "the stored approval disagrees with the protocol",
     ),
 ]

@@ -494,7 +494,7 @@ CASES = [
         "scheduled_plan",
         "two_tasks_of_one_name_due_at_the_same_time",
         "P29",
-        "of two enabled tasks that came due",
+        "enabled tasks that came due",
         slow=True,  # the run that never comes is waited for
     ),
     BrokenCase(

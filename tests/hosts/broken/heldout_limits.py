@@ -299,7 +299,7 @@ CASES = [
         "scheduled_plan",
         "tasks_due_at_different_times_all_run_after",
         "P29",
-        "of two enabled tasks that came due",
+        "enabled tasks that came due",
         slow=True,
     ),
     BrokenCase(

@@ -304,7 +304,7 @@ CASES = [
         "approval-get-names-execution-turn",
         "approval",
         "approving_with_auto_switches",
-        "R7.2",
+        "R4.3",
         "the stored approval disagrees with the protocol",
     ),
     BrokenCase(
