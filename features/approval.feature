@@ -186,7 +186,7 @@ Feature: Approving and rejecting a plan
       And no execution was started
 
     @C6 @R4.4
-    Scenario: Rejecting an earlier, rejected plan leaves the newer plan waiting
+    Scenario: A stale rejection of an earlier plan leaves the newer plan waiting
       Given the user rejected the plan
       And the model submitted a new plan titled "Second attempt"
       When a stale client rejects the first plan

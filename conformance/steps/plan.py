@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -115,11 +116,16 @@ def outside_file_untouched(world: World) -> None:
     text = (outside / _OUTSIDE_NOTE).read_text("utf-8")
     wanted = need(world.arranged.outside_note, "the note outside any project")
     assert text == wanted, f"the file outside any project now reads {text!r}, not {wanted!r}"
+    # A refusal may echo the call's own input (an Edit names the text it replaces), so
+    # only a result for a call that did not carry the text can have read it from the file.
+    carried = {
+        c.call_id for c in world.script.calls if text in json.dumps(c.arguments, ensure_ascii=False)
+    }
     given = [
         message_text(m)
         for r in world.provider.requests()
         for m in r.messages
-        if m.get("role") == "tool"
+        if m.get("role") == "tool" and str(m.get("tool_call_id")) not in carried
     ]
     assert not any(text in g for g in given), (
         f"a tool result gave the model the text of a file outside any project: {given}"

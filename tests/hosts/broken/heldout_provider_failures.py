@@ -454,7 +454,7 @@ CASES = [
         "sessions",
         "the_turn_after_a_failed_one_shows",
         "R1.3",
-        "the next turn's request carries the messages",
+        "the next turn's request does not carry the result",
     ),
     BrokenCase(
         "hopf-failure-reverts-plan-mode",

@@ -517,7 +517,7 @@ CASES = [
     BrokenCase(
         "ho-ra-stale-reject-hits-pending",
         "approval",
-        "rejecting_an_earlier_rejected_plan_leaves_the",
+        "a_stale_rejection_of_an_earlier_plan",
         "C6",
         "expected the host to refuse, but it answered",
     ),
