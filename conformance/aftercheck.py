@@ -575,50 +575,54 @@ def _approval_records(value: Any) -> list[dict[str, Any]]:
     return own + [found for item in value.values() for found in _approval_records(item)]
 
 
-def _status_code_problems(wire: _Wire) -> list[Problem]:
+def _reported_approvals(wire: _Wire) -> list[dict[str, Any]]:
+    """Every approval record the host sent, in order."""
+    return [
+        record
+        for _, direction, _, message in wire
+        if direction == "host-to-client"
+        for record in _approval_records(message.get("params") or message.get("result"))
+    ]
+
+
+def _status_code_problems(approvals: list[dict[str, Any]]) -> list[Problem]:
     """An approval's ``statusCode`` says why it ended without a decision: null while it is
     pending and once approved or rejected, ``PLAN_APPROVAL_TIMEOUT`` once expired, and
     ``TURN_INTERRUPTED`` once a recovery interrupted it (R4.4). A legacy approval migrated
     from a v8 pending row (no turn) may carry either null or ``TURN_INTERRUPTED``."""
-    for _, direction, _, message in wire:
-        if direction != "host-to-client":
+    for record in approvals:
+        status, code = record.get("status"), record.get("statusCode")
+        if status not in _STATUS_CODES or code == _STATUS_CODES[status]:
             continue
-        for record in _approval_records(message.get("params") or message.get("result")):
-            status, code = record.get("status"), record.get("statusCode")
-            if status not in _STATUS_CODES or code == _STATUS_CODES[status]:
-                continue
-            if status == "interrupted" and record.get("turnId") is None and code is None:
-                continue
-            return [
-                Problem(
-                    f"approval {record.get('approvalId')} is reported {status} with statusCode "
-                    f"{code!r}",
-                    "statusCode is null for a pending, approved or rejected approval, "
-                    "PLAN_APPROVAL_TIMEOUT for an expired one and TURN_INTERRUPTED for one "
-                    "the start-up recovery interrupted",
-                    DECISION_REQUIREMENT,
-                )
-            ]
+        if status == "interrupted" and record.get("turnId") is None and code is None:
+            continue
+        return [
+            Problem(
+                f"approval {record.get('approvalId')} is reported {status} with statusCode "
+                f"{code!r}",
+                "statusCode is null for a pending, approved or rejected approval, "
+                "PLAN_APPROVAL_TIMEOUT for an expired one and TURN_INTERRUPTED for one "
+                "the start-up recovery interrupted",
+                DECISION_REQUIREMENT,
+            )
+        ]
     return []
 
 
-def _artifact_problems(wire: _Wire) -> list[Problem]:
+def _artifact_problems(approvals: list[dict[str, Any]]) -> list[Problem]:
     """An approval a Plan turn submitted (it names its turn) reports its artifact's path,
     hash and size (C1); only a legacy approval migrated from v8 has none."""
-    for _, direction, _, message in wire:
-        if direction != "host-to-client":
-            continue
-        for record in _approval_records(message.get("params") or message.get("result")):
-            if record.get("turnId") is not None and not isinstance(record.get("artifact"), dict):
-                return [
-                    Problem(
-                        f"approval {record.get('approvalId')} of turn {record.get('turnId')} "
-                        f"is reported with the artifact {record.get('artifact')!r}",
-                        "an approval a Plan turn submitted names its artifact's path, SHA-256 "
-                        "and size; only a legacy approval has no artifact",
-                        ARTIFACT_REQUIREMENT,
-                    )
-                ]
+    for record in approvals:
+        if record.get("turnId") is not None and not isinstance(record.get("artifact"), dict):
+            return [
+                Problem(
+                    f"approval {record.get('approvalId')} of turn {record.get('turnId')} "
+                    f"is reported with the artifact {record.get('artifact')!r}",
+                    "an approval a Plan turn submitted names its artifact's path, SHA-256 "
+                    "and size; only a legacy approval has no artifact",
+                    ARTIFACT_REQUIREMENT,
+                )
+            ]
     return []
 
 
@@ -756,8 +760,9 @@ def problems(world: World) -> list[Problem]:
     found.extend(_execution_turn_problems(notes))
     found.extend(_cancel_answer_problems(wire, notes))
     found.extend(_approval_order_problems(wire))
-    found.extend(_status_code_problems(wire))
-    found.extend(_artifact_problems(wire))
+    approvals = _reported_approvals(wire)
+    found.extend(_status_code_problems(approvals))
+    found.extend(_artifact_problems(approvals))
     found.extend(_stored_turn_problems(world, wire))
     found.extend(_clock_problems(wire))
     found.extend(_tool_call_order_problems(notes))

@@ -741,25 +741,19 @@ def clock_moves_a_minute(world: World) -> None:
 
 
 @given(parsers.parse("the user moved the task {minutes:d} minutes later"))
-def task_moved_later(world: World, minutes: int) -> None:
+def task_moved_later(world: World, minutes: int, enabled: bool | None = None) -> None:
     earlier = need(world.tasks.task, "scheduled task")["runAt"]
     assert earlier is not None, "the scenario's task was never due"
     world.tasks.earlier_run_at = earlier
     later = earlier + minutes * 60_000
-    task = granted(world.rpc.update_task, _task_id(world), run_at=later)
+    task = granted(world.rpc.update_task, _task_id(world), run_at=later, enabled=enabled)
     assert task.task.runAt == later, f"the moved task is due at {task.task.runAt}"
     world.tasks.task = plain(task.task)
 
 
 @given(parsers.parse("the user moved the task {minutes:d} minutes later, switching it on again"))
 def task_moved_and_enabled(world: World, minutes: int) -> None:
-    earlier = need(world.tasks.task, "scheduled task")["runAt"]
-    assert earlier is not None, "the scenario's task was never due"
-    world.tasks.earlier_run_at = earlier
-    later = earlier + minutes * 60_000
-    task = granted(world.rpc.update_task, _task_id(world), run_at=later, enabled=True)
-    assert task.task.runAt == later, f"the moved task is due at {task.task.runAt}"
-    world.tasks.task = plain(task.task)
+    task_moved_later(world, minutes, enabled=True)
 
 
 @given(parsers.parse('the model would answer "{text}" if it were asked'))

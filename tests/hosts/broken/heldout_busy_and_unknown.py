@@ -1,4 +1,5 @@
-"""Broken hosts: a held-out set (busy sessions and unknown names), written from the contract alone."""  # noqa: E501
+"""Broken hosts: a held-out set (busy sessions and unknown names), written from the contract
+alone."""
 
 from __future__ import annotations
 

@@ -18,8 +18,9 @@ def _wrap_params_check(adjust: Callable[[str, Any, ParamsCheck], str | None]) ->
     ``adjust`` may change ``params`` in place: the handler receives what it leaves.
     """
     from reference_host import rpc
+    from reference_host.validation import params_problem
 
-    original: ParamsCheck = getattr(rpc, "params_problem")  # noqa: B009
+    original: ParamsCheck = params_problem  # the function rpc calls, before the patch
 
     def check(method: str, params: Any) -> str | None:
         return adjust(method, params, original)
@@ -381,10 +382,8 @@ def reapprove_after_completion() -> None:
     from reference_host import approvals as approvals_module
     from reference_host.approvals import Approvals
     from reference_host.state import ApprovalFacts, PermissionMode
+    from reference_host.state import ensure_decidable as original_check
 
-    original_check: Callable[[ApprovalFacts, int], None] = getattr(  # noqa: B009
-        approvals_module, "ensure_decidable"
-    )
     original_approve = Approvals.approve
     approving: list[bool] = []
 

@@ -1,9 +1,11 @@
-"""Broken hosts: a held-out set (values the fixtures hold fixed), written from the contract alone."""  # noqa: E501
+"""Broken hosts: a held-out set (values the fixtures hold fixed), written from the contract
+alone."""
 
 from __future__ import annotations
 
 import contextvars
 import os
+import weakref
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -279,15 +281,12 @@ def default_shell_cached() -> None:
     from reference_host.host import DEFAULT_SHELL_KEY, Host
 
     original = Host.default_shell_id
-    unset = object()
+    cache: weakref.WeakKeyDictionary[Host, str | None] = weakref.WeakKeyDictionary()
 
     async def default_shell_id(self: Host) -> str | None:
-        cached = getattr(self, "_vf_default_shell", unset)
-        if cached is unset:
-            cached = await original(self)
-            setattr(self, "_vf_default_shell", cached)  # noqa: B010
-        assert cached is None or isinstance(cached, str)
-        return cached
+        if self not in cache:
+            cache[self] = await original(self)
+        return cache[self]
 
     async def shell_list(self: Host, params: dict[str, Any]) -> dict[str, Any]:
         return {
