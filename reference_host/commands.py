@@ -226,6 +226,9 @@ async def _supervise(
             with contextlib.suppress(OSError):
                 os.close(fd)
         raise
+    # The timeout counts from the start the notification below announces, even when a
+    # recording hook awaits in between and the host clock moves meanwhile.
+    deadline_ms = clock.now_ms() + timeout_ms
     notify(
         "command/started",
         {
@@ -248,7 +251,11 @@ async def _supervise(
                 raise
     collector = _Collector()
     timed_out = asyncio.Event()
-    timer = clock.call_at(clock.now_ms() + timeout_ms, _expire(timed_out, process))
+    expire = _expire(timed_out, process)
+    timer = clock.call_at(deadline_ms, expire)
+    if clock.now_ms() >= deadline_ms:  # the clock passed the deadline while the start was kept
+        timer.cancel()
+        await expire()
 
     async def pump(stream: asyncio.StreamReader, name: str) -> None:
         decoder_pending = b""

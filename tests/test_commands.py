@@ -368,6 +368,33 @@ def test_timeout_ends_the_whole_process_group(tmp_path: Path) -> None:
     asyncio.run(body())
 
 
+@pytest.mark.parametrize("moved_ms", [999, 1000, 61_000])
+def test_the_timeout_counts_from_the_announced_start_while_on_start_awaits(
+    tmp_path: Path, moved_ms: int
+) -> None:
+    # A client that saw command/started moves the clock while the start is still being
+    # recorded: the deadline is the announced start plus the timeout, not a later reading.
+    async def body() -> CommandResult:
+        rec = Recorder()
+        clock = ManualClock(T0)
+
+        async def record(_command_id: str) -> None:
+            await clock.advance(moved_ms)  # as a client's clock/advance between two awaits
+
+        command = "echo started; sleep 1000"
+        task = asyncio.create_task(
+            start(rec, clock, command, tmp_path, timeout_ms=1000, on_start=record)
+        )
+        if moved_ms < 1000:  # otherwise the command may be ended before it prints anything
+            await rec.wait_for(lambda: "started\n" in rec.text("stdout"))
+            assert not task.done()
+            await clock.advance(1000 - moved_ms)
+        return await asyncio.wait_for(task, WAIT_S)
+
+    result = asyncio.run(body())
+    assert result.timed_out is True
+
+
 def test_cancellation_propagates_and_ends_the_whole_process_group(tmp_path: Path) -> None:
     async def body() -> None:
         rec = Recorder()

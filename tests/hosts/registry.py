@@ -2,20 +2,53 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 Patch = Callable[[], None]
 FROM_ENV = "from-env"  # serve.py's variant argument: the variant named in VARIANT_VARIABLE
 VARIANT_VARIABLE = "PI_HOST_VARIANT"
 MAP_VARIABLE = "PI_HOST_VARIANTS"  # a JSON file: scenario id -> variant
+COMPOSED = ","  # joins the variants that one composite host applies together
+WRAPPED = " (wrapped)"  # marks a recorded part that the variant wraps rather than replaces
 VARIANTS: dict[str, Patch] = {}
+_TARGETS: list[set[str]] = []  # while variants are applied by apply_recording: their targets
 
 
-def patch(owner: object, name: str, value: object) -> None:
-    """Replace ``owner.name`` in this host process (the variant's one changed piece)."""
+def patch(owner: object, name: str, value: object, *, wraps: bool = False) -> None:
+    """Replace ``owner.name`` in this host process (the variant's one changed piece).
+    ``wraps``: the new value calls the one it replaced, as read when the variant is applied,
+    so another variant's wrapper of the same piece stays live beside it."""
+    if _TARGETS:
+        where = owner.__name__ if isinstance(owner, ModuleType) else _qualified(owner)
+        _TARGETS[-1].add(f"{where}.{name}{WRAPPED if wraps else ''}")
     setattr(owner, name, value)
+
+
+def _qualified(owner: object) -> str:
+    kind = owner if isinstance(owner, type) else type(owner)
+    return f"{kind.__module__}:{kind.__qualname__}"
+
+
+def apply(names: str) -> None:
+    """Apply one variant, or the variants of a composite (names joined by ``COMPOSED``)."""
+    for name in names.split(COMPOSED):
+        VARIANTS[name]()
+
+
+def apply_recording(names: Iterable[str]) -> dict[str, list[str]]:
+    """Apply each variant in turn and give what each one replaced (``module.name`` or
+    ``module:Class.name``). It patches this process: call it in a process of its own."""
+    replaced: dict[str, list[str]] = {}
+    for name in names:
+        _TARGETS.append(set())
+        try:
+            VARIANTS[name]()
+        finally:
+            replaced[name] = sorted(_TARGETS.pop())
+    return replaced
 
 
 Send = Callable[[str, dict[str, Any]], None]
@@ -37,7 +70,7 @@ def relay_notifications(relay: Callable[[Send, str, dict[str, Any]], None]) -> N
 
         self.notify = relayed
 
-    patch(Host, "__init__", init)
+    patch(Host, "__init__", init, wraps=True)
 
 
 def rewrite_notifications(
@@ -65,7 +98,7 @@ def rewrite_provider_messages(
     async def complete(client: Any, config: Any, messages: Any, *args: Any, **kw: Any) -> Any:
         return await original(client, config, rewrite([dict(m) for m in messages]), *args, **kw)
 
-    patch(turns, "complete", complete)
+    patch(turns, "complete", complete, wraps=True)
 
 
 def variant(name: str) -> Callable[[Patch], Patch]:
@@ -111,6 +144,9 @@ class AllowedCase:
     areas: str
     keyword: str = ""
     why: str = ""  # which freedom of the contract the variant takes
+    # why the variant runs alone, on its areas, and not in a composite over the whole suite
+    # (a host that announces less leaves the other members' scenarios unverified)
+    alone: str = ""
 
     @property
     def id(self) -> str:

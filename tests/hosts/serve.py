@@ -4,6 +4,7 @@
 ``--host-module hosts.serve:serve_variant`` with the variant named in ``PI_HOST_VARIANT``
 (and ``tests/`` on ``PYTHONPATH``). ``serve.py from-env`` serves the variant named in
 ``PI_HOST_VARIANT`` (empty: the unpatched host); see ``hosts/variant_per_scenario.py``.
+``VARIANT`` may name several variants joined by commas: a composite host applies them all.
 """
 
 from __future__ import annotations
@@ -16,24 +17,26 @@ from typing import BinaryIO, TextIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hosts.catalog import load_all
-from hosts.registry import FROM_ENV, VARIANT_VARIABLE, VARIANTS
+from hosts.catalog import load_all, load_defining
+from hosts.registry import COMPOSED, FROM_ENV, VARIANT_VARIABLE, VARIANTS, apply
 from reference_host.server import serve
 
 
 def main(argv: list[str]) -> int:
     """Apply the named variant's patch and serve on stdio."""
-    load_all()
     if argv and argv[0] == FROM_ENV:
         named = os.environ.get(VARIANT_VARIABLE, "")
         if not named:  # this scenario runs the unpatched host
             return serve(argv[1:], sys.stdin.buffer, sys.stdout.buffer, sys.stderr)
         argv = [named, *argv[1:]]
-    if not argv or argv[0] not in VARIANTS:
+    if argv:
+        load_defining(argv[0].split(COMPOSED))
+    if not argv or not all(name in VARIANTS for name in argv[0].split(COMPOSED)):
+        load_all()
         names = "|".join(sorted(VARIANTS))
-        print(f"usage: serve.py {{{names}}} --data-dir DIR [--conformance]", file=sys.stderr)
+        print(f"usage: serve.py {{{names}}}[,...] --data-dir DIR [--conformance]", file=sys.stderr)
         return 2
-    VARIANTS[argv[0]]()
+    apply(argv[0])
     return serve(argv[1:], sys.stdin.buffer, sys.stdout.buffer, sys.stderr)
 
 
@@ -41,11 +44,12 @@ _applied: list[str] = []
 
 
 def serve_variant(argv: Sequence[str], stdin: BinaryIO, stdout: BinaryIO, stderr: TextIO) -> int:
-    """The in-process ``serve`` of the variant named in ``PI_HOST_VARIANT``, patched once."""
+    """The in-process ``serve`` of the variant (or composite) named in ``PI_HOST_VARIANT``,
+    patched once."""
     name = os.environ.get(VARIANT_VARIABLE, "")
     if not _applied:
-        load_all()
-        VARIANTS[name]()
+        load_defining(name.split(COMPOSED))
+        apply(name)
         _applied.append(name)
     assert _applied == [name], f"this process already serves variant {_applied[0]!r}"
     return serve(argv, stdin, stdout, stderr)

@@ -238,7 +238,7 @@ def _recovery_at_first_request() -> None:
 
     patch(server, "_open_and_recover", open_only)
     patch(Tasks, "schedule_all", later)
-    patch(Host, "__init__", init_and_wait)
+    patch(Host, "__init__", init_and_wait, wraps=True)
     patch(Dispatcher, "handle", recover_then_handle)
 
 
@@ -321,10 +321,12 @@ def _ids_inside_runs(choose: Callable[[str, dict[str, Any], Callable[[str], str]
 @variant("run-ids-from-task-id")
 def _run_ids_from_task_id() -> None:
     # TaskRun.runId is an Id, "an opaque identifier chosen by the host" (1 to 200
-    # characters). This host names a run after its task: "<taskId>/run-<8 hex>".
+    # characters). This host names a run after its task: "<taskId>/run-<8 hex>", with as
+    # much of the task id as the 200 characters leave room for.
     def choose(prefix: str, state: dict[str, Any], new_id: Callable[[str], str]) -> str:
         if prefix == "run":
-            return f"{state['task_id']}/run-{os.urandom(4).hex()}"
+            suffix = f"/run-{os.urandom(4).hex()}"
+            return state["task_id"][: 200 - len(suffix)] + suffix
         return new_id(prefix)
 
     _ids_inside_runs(choose)

@@ -97,7 +97,7 @@ def _stop_is_not_a_cancel() -> None:
 
         self.notify = notify
 
-    patch(Host, "__init__", init)
+    patch(Host, "__init__", init, wraps=True)
 
 
 def _shell_style(exit_code: Any, signal: Any) -> Any:

@@ -255,7 +255,7 @@ def _announces_new_sessions() -> None:
 
         patch(self.storage, "insert_session", insert_and_announce)
 
-    patch(Host, "__init__", announcing)
+    patch(Host, "__init__", announcing, wraps=True)
 
 
 @variant("interrupted-approvals-undated")

@@ -364,7 +364,7 @@ def _output_coalesced() -> None:
 
         self.notify = notify
 
-    patch(Host, "__init__", init)
+    patch(Host, "__init__", init, wraps=True)
 
 
 @variant("uuid-ids")

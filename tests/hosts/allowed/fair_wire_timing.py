@@ -68,7 +68,7 @@ def _expand_notifications(expand: Callable[[str, dict[str, Any]], list[dict[str,
 
         self.notify = expanded
 
-    patch(Host, "__init__", init)
+    patch(Host, "__init__", init, wraps=True)
 
 
 def _use_ids(make: Callable[[str], str]) -> None:

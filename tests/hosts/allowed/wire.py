@@ -104,6 +104,7 @@ CASES = [
         "no-fault-points",
         "approval,artifact_integrity,restart_interruption",
         why="fault injection points are optional capabilities",
+        alone="it leaves every scenario that injects a fault unverified",
     ),
     AllowedCase(
         "smallest-frame-limit",
