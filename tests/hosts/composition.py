@@ -57,20 +57,23 @@ def replaced_by(variants: Sequence[str]) -> dict[str, list[str]]:
 
 
 def compose(cases: Iterable[AllowedCase], replaced: Mapping[str, Sequence[str]]) -> list[Composite]:
-    """Few composites, deterministically: each variant, the one that replaces most first,
-    joins the first composite none of whose members replaces a part it replaces."""
-    groups: list[tuple[list[str], set[str]]] = []
+    """Few composites, deterministically: each variant, the one that changes most first,
+    joins the first composite where no other member touches a part it replaces and no
+    member replaces a part it wraps. Wrappers of one part share a composite: each calls
+    the one it found, so all stay live."""
+    groups: list[tuple[list[str], set[str], set[str]]] = []  # members, replaced, wrapped
     for case in sorted(cases, key=lambda c: (-len(replaced[c.variant]), c.variant)):
         assert replaced[case.variant], f"{case.variant} changes nothing through registry.patch"
-        # a part a variant only wraps stays live beside another wrapper of it
-        parts = {part for part in replaced[case.variant] if not part.endswith(WRAPPED)}
-        home = next((g for g in groups if not g[1] & parts), None)
+        wraps = {p.removesuffix(WRAPPED) for p in replaced[case.variant] if p.endswith(WRAPPED)}
+        owns = {p for p in replaced[case.variant] if not p.endswith(WRAPPED)}
+        home = next((g for g in groups if not owns & (g[1] | g[2]) and not wraps & g[1]), None)
         if home is None:
-            groups.append(([case.variant], parts))
+            groups.append(([case.variant], owns, wraps))
         else:
             home[0].append(case.variant)
-            home[1].update(parts)
-    return [Composite(tuple(members), frozenset(parts)) for members, parts in groups]
+            home[1].update(owns)
+            home[2].update(wraps)
+    return [Composite(tuple(members), frozenset(owns)) for members, owns, _ in groups]
 
 
 def every_area() -> str:
