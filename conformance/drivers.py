@@ -34,6 +34,7 @@ _CONFORMANCE_FLAG = ("--conformance",)
 HOST_ENTRY_POINT_GROUP = "pi_conformance.hosts"
 DEFAULT_HOST_CMD = (sys.executable, "-m", "reference_host")
 STOP_TIMEOUT = 15.0
+IN_PROCESS_HOST_THREAD = "in-process-host"  # the name of the thread an in-process host runs in
 _STDERR_LIMIT = 256 * 1024
 _CHUNK = 64 * 1024
 
@@ -395,7 +396,7 @@ class InProcessHost:
                     self._stderr.write(f"serve() raised {exc!r}\n")
                     self.returncode = -1
 
-        self._thread = threading.Thread(target=run, name="in-process-host", daemon=True)
+        self._thread = threading.Thread(target=run, name=IN_PROCESS_HOST_THREAD, daemon=True)
         self._thread.start()
 
     @property

@@ -71,6 +71,7 @@ def _start(pool: ThreadPoolExecutor, batch: Batch, tmp: pytest.TempPathFactory) 
         batch.keyword,
         extra=extra,
         variants=batch.variants,
+        in_process=batch.in_process,
     )
 
 

@@ -26,6 +26,9 @@ class Batch:
 
     slow: bool
     own: dict[str, frozenset[str]] = field(default_factory=dict)  # case id -> scenario ids
+    # served in-process, each scenario's first host switching to its variant; the cases
+    # whose scenarios need a host process (a crash, a signal) or that hang run in processes
+    in_process: bool = False
     cases: list[BrokenCase] = field(default_factory=list)
 
     @property
@@ -83,11 +86,15 @@ def own_scenarios(cases: Sequence[BrokenCase]) -> dict[str, frozenset[str]]:
 
 
 def _spread(
-    cases: Sequence[BrokenCase], own: dict[str, frozenset[str]], count: int, slow: bool
+    cases: Sequence[BrokenCase],
+    own: dict[str, frozenset[str]],
+    count: int,
+    slow: bool,
+    in_process: bool = False,
 ) -> list[Batch]:
     """Largest case first, each into the lightest batch it does not overlap (and, for slow
     cases, one that holds fewer than ``SLOW_PER_BATCH``)."""
-    batches = [Batch(slow) for _ in range(min(count, len(cases)))]
+    batches = [Batch(slow, in_process=in_process) for _ in range(min(count, len(cases)))]
     for case in sorted(cases, key=lambda c: (-len(own[c.id]), c.id)):
         fitting = [
             b
@@ -95,7 +102,7 @@ def _spread(
             if b.fits(own[case.id]) and not (slow and len(b.cases) >= SLOW_PER_BATCH)
         ]
         if not fitting:
-            fitting = [Batch(slow)]
+            fitting = [Batch(slow, in_process=in_process)]
             batches.append(fitting[0])
         min(fitting, key=lambda b: b.load).add(case, own[case.id])
     return [b for b in batches if b.cases]
@@ -107,9 +114,13 @@ def plan_batches(cases: Sequence[BrokenCase], runs: int) -> list[Batch]:
     own = own_scenarios(cases)
     empty = [c.id for c in cases if not own[c.id]]
     assert not empty, f"these cases select no scenario (check their areas and keyword): {empty}"
-    fast = [c for c in cases if not c.slow]
+    crash_only = {s.id for s in all_scenarios() if s.subprocess_only}
+    in_process = [c for c in cases if not (c.slow or c.process or own[c.id] & crash_only)]
+    fast = [c for c in cases if not c.slow and c not in in_process]
     slow = [c for c in cases if c.slow]
-    batches = _spread(fast, own, runs, slow=False) + _spread(
-        slow, own, math.ceil(len(slow) / SLOW_PER_BATCH), slow=True
+    batches = (
+        _spread(in_process, own, runs, slow=False, in_process=True)
+        + _spread(fast, own, math.ceil(runs / 2), slow=False)
+        + _spread(slow, own, math.ceil(len(slow) / SLOW_PER_BATCH), slow=True)
     )
     return sorted(batches, key=lambda b: (not b.slow, -b.load))

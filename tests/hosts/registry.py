@@ -15,6 +15,9 @@ COMPOSED = ","  # joins the variants that one composite host applies together
 WRAPPED = " (wrapped)"  # marks a recorded part that the variant wraps rather than replaces
 VARIANTS: dict[str, Patch] = {}
 _TARGETS: list[set[str]] = []  # while variants are applied by apply_recording: their targets
+_MISSING = object()
+# what patch() replaced, to undo: owner, name, and the value the owner itself held
+_UNDO: list[tuple[object, str, object]] = []
 
 
 def patch(owner: object, name: str, value: object, *, wraps: bool = False) -> None:
@@ -24,7 +27,19 @@ def patch(owner: object, name: str, value: object, *, wraps: bool = False) -> No
     if _TARGETS:
         where = owner.__name__ if isinstance(owner, ModuleType) else _qualified(owner)
         _TARGETS[-1].add(f"{where}.{name}{WRAPPED if wraps else ''}")
+    own = getattr(owner, "__dict__", {})
+    _UNDO.append((owner, name, own.get(name, _MISSING)))
     setattr(owner, name, value)
+
+
+def undo_all() -> None:
+    """Put back, last first, everything ``patch`` replaced in this process."""
+    while _UNDO:
+        owner, name, held = _UNDO.pop()
+        if held is not _MISSING:
+            setattr(owner, name, held)
+        elif name in getattr(owner, "__dict__", {}):  # not taken back by the variant itself
+            delattr(owner, name)
 
 
 def _qualified(owner: object) -> str:
@@ -129,6 +144,7 @@ class BrokenCase:
     label: str = ""  # tells apart two cases of one variant
     # another check's message that catches the same bug when the host's timing differs
     or_reason: str = ""
+    process: str = ""  # why the variant needs a host process of its own (it ends it, say)
 
     @property
     def id(self) -> str:

@@ -17,6 +17,7 @@ from hosts.registry import FROM_ENV, MAP_VARIABLE, VARIANT_VARIABLE
 
 SERVE = Path(__file__).with_name("serve.py")
 IN_PROCESS_ENTRY = "hosts.serve:serve_variant"
+PER_SCENARIO_ENTRY = "hosts.serve:serve_scenario_variant"
 TESTS = SERVE.parent.parent
 SPAWN_ATTEMPTS = 3
 
@@ -52,15 +53,15 @@ def run_suite(
     """Run the selected scenarios against ``variant`` (default: the unpatched host), or
     give each scenario the variant ``variants`` maps it to; ``extra`` are further options
     of ``pi-conformance run``. ``in_process`` serves ``variant`` with the in-process driver
-    (one variant per run: a variant patches the host's code for its whole process)."""
+    (a variant patches the host's code for its whole process; with ``variants``, each
+    scenario's first host undoes the variant before it and applies its own)."""
     env = dict(os.environ)
     passthrough: list[str] = []
     host: list[str] = []
     if in_process:
-        assert variants is None, "the in-process driver serves one variant per run"
         env[VARIANT_VARIABLE] = variant or ""
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), env.get("PYTHONPATH")]))
-        entry = IN_PROCESS_ENTRY if variant else "reference"
+        entry = PER_SCENARIO_ENTRY if variants else IN_PROCESS_ENTRY if variant else "reference"
         host = ["--driver", "inprocess", "--host-module", entry]
         variant = None
     if variants is not None:
@@ -69,7 +70,7 @@ def run_suite(
         env[MAP_VARIABLE] = str(plan)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), env.get("PYTHONPATH")]))
         passthrough = ["--", "-p", "hosts.variant_per_scenario"]
-        variant = FROM_ENV
+        variant = None if in_process else FROM_ENV
     if variant:
         host = ["--host-cmd", shlex.join([sys.executable, str(SERVE), variant])]
     selection = ["--areas", areas] + (["-k", keyword] if keyword else [])

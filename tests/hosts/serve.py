@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from conformance.drivers import IN_PROCESS_HOST_THREAD
 from hosts.catalog import load_all, load_defining
-from hosts.registry import COMPOSED, FROM_ENV, VARIANT_VARIABLE, VARIANTS, apply
+from hosts.registry import COMPOSED, FROM_ENV, VARIANT_VARIABLE, VARIANTS, apply, undo_all
 from reference_host.server import serve
 
 
@@ -53,6 +55,61 @@ def serve_variant(argv: Sequence[str], stdin: BinaryIO, stdout: BinaryIO, stderr
         _applied.append(name)
     assert _applied == [name], f"this process already serves variant {_applied[0]!r}"
     return serve(argv, stdin, stdout, stderr)
+
+
+_serving = [""]  # the variant the hosts of this process serve now ("": none)
+_pristine: dict[str, int] = {}  # what the reference host's modules hold, unpatched
+
+
+def serve_scenario_variant(
+    argv: Sequence[str], stdin: BinaryIO, stdout: BinaryIO, stderr: TextIO
+) -> int:
+    """The in-process ``serve`` of the variant named in ``PI_HOST_VARIANT`` now: a new name
+    (the next scenario's, ``hosts/variant_per_scenario.py``) undoes the variant before it,
+    checks that it left nothing behind, and applies the new one."""
+    name = os.environ.get(VARIANT_VARIABLE, "")
+    if name != _serving[0]:
+        alive = [
+            t
+            for t in threading.enumerate()
+            if t.name == IN_PROCESS_HOST_THREAD and t is not threading.current_thread()
+        ]
+        if alive:
+            raise RuntimeError(f"a host of {_serving[0]!r} still runs: its variant stays")
+        undo_all()
+        _check_nothing_left(_serving[0])
+        _serving[0] = name
+        if name:
+            load_defining(name.split(COMPOSED))
+            apply(name)
+    return serve(argv, stdin, stdout, stderr)
+
+
+def _check_nothing_left(variant: str) -> None:
+    """Fail when ``variant`` changed the reference host other than through ``patch``."""
+    now = _fingerprint()
+    changed = sorted(key for key, held in _pristine.items() if now.get(key, held) != held)
+    if changed:
+        raise RuntimeError(f"variant {variant!r} changed {changed} outside registry.patch")
+    for key, held in now.items():
+        _pristine.setdefault(key, held)
+
+
+def _fingerprint() -> dict[str, int]:
+    """The identity of every function, class and method the reference host's modules and
+    classes hold: what variants replace (its data, such as caches, changes as it runs)."""
+    found: dict[str, int] = {}
+    for module_name, module in list(sys.modules.items()):
+        if module_name.split(".")[0] != "reference_host":
+            continue
+        for attribute, value in list(vars(module).items()):
+            if callable(value):
+                found[f"{module_name}.{attribute}"] = id(value)
+            if isinstance(value, type) and value.__module__ == module_name:
+                for member, held in list(vars(value).items()):
+                    if callable(held) or isinstance(held, (staticmethod, classmethod, property)):
+                        found[f"{module_name}:{value.__qualname__}.{member}"] = id(held)
+    return found
 
 
 if __name__ == "__main__":

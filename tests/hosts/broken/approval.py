@@ -41,7 +41,7 @@ def _extends_deadline_on_read() -> None:
         return read
 
     for name in ("approval_get", "approval_list", "artifact_read"):
-        setattr(Host, name, extending(getattr(Host, name)))
+        patch(Host, name, extending(getattr(Host, name)))
 
 
 @variant("no-active-execution-while-queued")
@@ -135,7 +135,7 @@ def _reject_reports_mode() -> None:
             wire["permissionMode"] = "auto"
         return wire
 
-    approvals.approval_wire = approval_wire
+    patch(approvals, "approval_wire", approval_wire)
     patch(host_module, "approval_wire", approval_wire)
 
 
@@ -181,7 +181,7 @@ def _double_approve() -> None:
             facts = replace(facts, status="pending")
         original(facts, now_ms)
 
-    approvals.ensure_decidable = ensure_decidable
+    patch(approvals, "ensure_decidable", ensure_decidable)
     original_approve = approvals.Approvals.approve
 
     async def approve(self: Any, session_id: str, approval_id: str, mode: str) -> Any:
@@ -252,7 +252,7 @@ def _replace_wire(change: Any) -> None:
         change(row, wire)
         return wire
 
-    approvals.approval_wire = approval_wire
+    patch(approvals, "approval_wire", approval_wire)
     patch(host_module, "approval_wire", approval_wire)
 
 
@@ -514,7 +514,7 @@ def _expires_only_when_read() -> None:
 
     patch(Approvals, "submit", submit)
     for name in ("approval_get", "approval_list", "session_get", "session_list"):
-        setattr(Host, name, expiring(getattr(Host, name)))
+        patch(Host, name, expiring(getattr(Host, name)))
 
 
 @variant("expiry-without-code")

@@ -18,10 +18,26 @@ from reference_host.provider_client import ToolCall, _Accumulator
 from reference_host.storage import ApprovalRow, SessionRow, Storage
 from reference_host.turns import CallOutcome, TurnRunner, _failure
 
-
 # P7: question ids come from a counter that starts again with each process, so the first
 # question after a restart has the id of the first question before it, and an answer a
 # stale client meant for the old question answers the new one.
+
+
+@variant("assigns-behind-patch")
+def _assigns_behind_patch() -> None:
+    # Not a case: tests/test_batches.py proves that an in-process batch refuses to go on
+    # after a variant that changed the host without hosts.registry.patch, which no undo
+    # can take back.
+    name = "session_get"
+    wrapped = getattr(Host, name)
+
+    async def session_get(self: Host, params: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = await wrapped(self, params)
+        return result
+
+    setattr(Host, name, session_get)
+
+
 @variant("question-ids-restart-with-the-process")
 def _question_ids_restart_with_the_process() -> None:
     counter = itertools.count(1)

@@ -660,6 +660,7 @@ CASES = [
         "the_user_can_ask_for_a_new_plan",
         "R4.13",
         "the new Plan turn ended",
+        process="what it gets wrong lives in the host process, which an in-process restart keeps",
     ),
     BrokenCase(
         "output-seq-per-turn",

@@ -439,6 +439,7 @@ CASES = [
         "a_question_asked_after_a_restart_takes",
         "P7",
         "expected the host to refuse, but it answered",
+        process="what it gets wrong lives in the host process, which an in-process restart keeps",
     ),
     BrokenCase(
         "output-seq-counted-per-turn",
@@ -453,6 +454,7 @@ CASES = [
         "a_command_after_a_restart_is_recorded",
         "C5",
         "the audit row of command",
+        process="what it gets wrong lives in the host process, which an in-process restart keeps",
     ),
     BrokenCase(
         "session-list-ten-most-recent",

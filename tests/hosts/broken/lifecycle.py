@@ -470,7 +470,7 @@ def _migrates_outside_transaction() -> None:
         except aiosqlite.Error as exc:
             raise HostError("MIGRATION_FAILED", f"the v8 to v10 migration failed: {exc}") from exc
 
-    storage_module.migrate_v8_to_v10 = migrate
+    patch(storage_module, "migrate_v8_to_v10", migrate)
 
 
 @variant("writes-version-first")
@@ -482,7 +482,7 @@ def _writes_version_first() -> None:
         await conn.execute(f"PRAGMA user_version = {migration.V10}")
         await original(conn, v10_statements)
 
-    storage_module.migrate_v8_to_v10 = migrate
+    patch(storage_module, "migrate_v8_to_v10", migrate)
 
 
 def _extra_migration_steps(*steps: str, drop: str | None = None) -> None:
@@ -1684,6 +1684,7 @@ CASES = [
         "R4.10",
         "storage still showed the approval pending",
         label="approval",
+        process="it races its own start-up, which only a new process replays",
     ),
     BrokenCase(
         "answers-before-recovery",
@@ -1692,6 +1693,7 @@ CASES = [
         "R4.10",
         "storage showed the execution queued, not interrupted",
         label="execution",
+        process="it races its own start-up, which only a new process replays",
     ),
     BrokenCase(
         "answers-before-recovery",
@@ -1700,6 +1702,7 @@ CASES = [
         "R4.11",
         "turns were still active when the restarted host first answered",
         label="turn",
+        process="it races its own start-up, which only a new process replays",
     ),
     BrokenCase(
         "recovery-skips-queued",
@@ -1833,6 +1836,7 @@ CASES = [
         "changes_no_answer",
         "R4.2",
         "the host answers differently",
+        process="what it gets wrong lives in the host process, which an in-process restart keeps",
     ),
     BrokenCase(
         "stores-boot-epoch",
@@ -2282,6 +2286,7 @@ CASES = [
         "default_shell_survives_a_restart",
         "R7.6",
         "after the restart the default shell is",
+        process="what it gets wrong lives in the host process, which an in-process restart keeps",
     ),
     BrokenCase(
         "accepts-unknown-default-shell",

@@ -53,7 +53,7 @@ def _offers_write_in_plan() -> None:
             offered.append(turns._SPECS["Write"])
         return offered
 
-    turns.offered_tools = offered_tools
+    patch(turns, "offered_tools", offered_tools)
 
 
 @variant("offers-agent-tools-after-a-tool-call")
@@ -748,7 +748,7 @@ def _reuses_file_name() -> None:
         return name, os.open(name, flags, artifacts.READ_ONLY, dir_fd=plan_fd)
 
     assert hasattr(artifacts, "_create_exclusive"), "nothing to patch"
-    artifacts._create_exclusive = create_truncating
+    patch(artifacts, "_create_exclusive", create_truncating)
 
 
 @variant("content-addressed-names")
@@ -788,7 +788,7 @@ def _marks_earlier_plans_superseded() -> None:
 @variant("follows-symlinked-pi")
 def _follows_symlinked_pi() -> None:
     assert hasattr(artifacts, "_DIR_FLAGS"), "nothing to patch"
-    artifacts._DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC  # no O_NOFOLLOW
+    patch(artifacts, "_DIR_FLAGS", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # no O_NOFOLLOW
 
 
 @variant("commits-row-before-flush")
