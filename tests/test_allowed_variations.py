@@ -128,10 +128,10 @@ def runs(
     solo.sort(key=lambda c: -scenario_count(c.areas, c.keyword))
     together = [c for c in selected if c not in solo]
     found = Runs()
+    areas = every_area()
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
         if together:
             composites = compose(together, replaced_by([c.variant for c in together]))
-            areas = every_area()
             for composite in composites:
                 folder = tmp_path_factory.mktemp("composite")
                 found.composites[composite.name] = [
@@ -152,14 +152,14 @@ def runs(
         for case in solo:
             found.own[case.id] = _start_alone(pool, case, tmp_path_factory.mktemp("allowed"))
         if together:  # the few scenarios that need a host process, last: they are short
-            crash_only = subprocess_only_keyword(every_area(), "")
+            crash_only = subprocess_only_keyword(areas, "")
             for name, started in found.composites.items():
                 folder = tmp_path_factory.mktemp("composite-subprocess")
                 started.append(
                     pool.submit(
                         run_suite,
                         folder / "report",
-                        every_area(),
+                        areas,
                         crash_only,
                         name,
                         extra=PATIENT,

@@ -116,7 +116,7 @@ def plan_batches(cases: Sequence[BrokenCase], runs: int) -> list[Batch]:
     assert not empty, f"these cases select no scenario (check their areas and keyword): {empty}"
     crash_only = {s.id for s in all_scenarios() if s.subprocess_only}
     in_process = [c for c in cases if not (c.slow or c.process or own[c.id] & crash_only)]
-    fast = [c for c in cases if not c.slow and c not in in_process]
+    fast = [c for c in cases if not c.slow and (c.process or own[c.id] & crash_only)]
     slow = [c for c in cases if c.slow]
     batches = (
         _spread(in_process, own, runs, slow=False, in_process=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import ModuleType
 
 from hosts import allowed, broken
-from hosts.registry import AllowedCase, BrokenCase
+from hosts.registry import COMPOSED, AllowedCase, BrokenCase, apply
 
 
 def _modules(package: ModuleType) -> list[ModuleType]:
@@ -40,6 +40,13 @@ def load_defining(names: Iterable[str]) -> None:
                 found |= defined
     if found != wanted:
         load_all()
+
+
+def load_and_apply(names: str) -> None:
+    """Import the modules of the variants ``names`` (one, or a composite joined by
+    ``COMPOSED``) and apply them."""
+    load_defining(names.split(COMPOSED))
+    apply(names)
 
 
 def broken_cases() -> list[BrokenCase]:

@@ -33,7 +33,6 @@ class Composite:
     """Allowed variants that one host applies together."""
 
     members: tuple[str, ...]
-    replaced: frozenset[str]  # every part of the reference host a member replaces
 
     @property
     def name(self) -> str:
@@ -73,7 +72,7 @@ def compose(cases: Iterable[AllowedCase], replaced: Mapping[str, Sequence[str]])
             home[0].append(case.variant)
             home[1].update(owns)
             home[2].update(wraps)
-    return [Composite(tuple(members), frozenset(owns)) for members, owns, _ in groups]
+    return [Composite(tuple(members)) for members, _, _ in groups]
 
 
 def every_area() -> str:

@@ -19,7 +19,7 @@ from typing import BinaryIO, TextIO
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from conformance.drivers import IN_PROCESS_HOST_THREAD
-from hosts.catalog import load_all, load_defining
+from hosts.catalog import load_all, load_and_apply, load_defining
 from hosts.registry import COMPOSED, FROM_ENV, VARIANT_VARIABLE, VARIANTS, apply, undo_all
 from reference_host.server import serve
 
@@ -38,7 +38,7 @@ def main(argv: list[str]) -> int:
         names = "|".join(sorted(VARIANTS))
         print(f"usage: serve.py {{{names}}}[,...] --data-dir DIR [--conformance]", file=sys.stderr)
         return 2
-    apply(argv[0])
+    apply(argv[0])  # its modules were loaded above
     return serve(argv[1:], sys.stdin.buffer, sys.stdout.buffer, sys.stderr)
 
 
@@ -50,8 +50,7 @@ def serve_variant(argv: Sequence[str], stdin: BinaryIO, stdout: BinaryIO, stderr
     patched once."""
     name = os.environ.get(VARIANT_VARIABLE, "")
     if not _applied:
-        load_defining(name.split(COMPOSED))
-        apply(name)
+        load_and_apply(name)
         _applied.append(name)
     assert _applied == [name], f"this process already serves variant {_applied[0]!r}"
     return serve(argv, stdin, stdout, stderr)
@@ -80,8 +79,7 @@ def serve_scenario_variant(
         _check_nothing_left(_serving[0])
         _serving[0] = name
         if name:
-            load_defining(name.split(COMPOSED))
-            apply(name)
+            load_and_apply(name)
     return serve(argv, stdin, stdout, stderr)
 
 
