@@ -247,3 +247,20 @@ Feature: Sessions are isolated from each other
       Given a plan titled "Mine" is awaiting approval
       When the user lists the plans of the second session
       Then the second session lists no plan
+
+  Rule: A plan cannot be reached through a session the host does not have (project rule P34)
+
+    @P34
+    Scenario Outline: A plan cannot be <done> through a session the host never made
+      Given a plan titled "Mine" is awaiting approval
+      When the user tries to <action> the plan through a session the host never made
+      Then the request is refused with SESSION_NOT_FOUND or APPROVAL_NOT_FOUND
+      And the plan still awaits the user's decision
+      And nothing the host holds has changed
+
+      Examples:
+        | action  | done     |
+        | approve | approved |
+        | reject  | rejected |
+        | open    | opened   |
+        | read    | read     |

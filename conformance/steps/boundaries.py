@@ -30,7 +30,7 @@ from conformance.mock_provider import (
     ToolCallsReply,
 )
 from conformance.protocol_models import SessionPromptParams
-from conformance.steps.common import unchecked
+from conformance.steps.common import NEVER_MADE, held, unchecked
 from conformance.steps.model import script_calls, tool_call
 from conformance.steps.plan import REUSED_CALL_ID, snapshot
 from conformance.steps.requests import granted, sent_together
@@ -1176,6 +1176,15 @@ def act_through_other(world: World, action: str) -> None:
     approval = need(world.plan.approval, "approval")
     remember_configuration(world, OTHER)
     world.attempt_typed(actions[action], session_id(world, OTHER), approval["approvalId"])
+
+
+@when(parsers.parse("the user tries to {action} the plan through a session the host never made"))
+def act_through_unknown(world: World, action: str) -> None:
+    actions = _through_other(world.rpc)
+    assert action in actions, f"no action called {action!r}"
+    approval = need(world.plan.approval, "approval")
+    world.wire.held_before = held(world)
+    world.attempt_typed(actions[action], NEVER_MADE, approval["approvalId"])
 
 
 @then("the second session is unchanged")

@@ -626,7 +626,14 @@ def held(world: World) -> dict[str, Any]:
     }
     storage = world.storage()
     if storage.path.exists():
-        for table in ("sessions", "scheduled_tasks", "turns", "transcript", "settings"):
+        for table in (
+            "sessions",
+            "scheduled_tasks",
+            "turns",
+            "transcript",
+            "settings",
+            "plan_approvals",
+        ):
             state[f"stored {table}"] = storage.rows(table)
     return state
 
@@ -789,7 +796,7 @@ def submit_out_of_range(world: World, value: str) -> None:
     exchange(world, method, params)
 
 
-_NEVER_MADE: Final = "ses_never_made_by_this_host"
+NEVER_MADE: Final = "ses_never_made_by_this_host"  # a session id no host has made
 _FOR_UNKNOWN_SESSION: Final = {
     "the session": ("session/get", {}),
     "the plans": ("approval/list", {}),
@@ -805,7 +812,7 @@ def ask_unknown_session(world: World, request: str) -> None:
     assert request in _FOR_UNKNOWN_SESSION, f"no request called {request!r}"
     method, params = _FOR_UNKNOWN_SESSION[request]
     world.wire.held_before = held(world)
-    exchange(world, method, {"sessionId": _NEVER_MADE, **params})
+    exchange(world, method, {"sessionId": NEVER_MADE, **params})
 
 
 _NUMBERS: Final = {

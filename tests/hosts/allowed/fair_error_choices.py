@@ -64,19 +64,17 @@ def _busy_before_approval_pending() -> None:
     patch(host_module, "ensure_idle_for", busy_first)
 
 
-@variant("approval-looked-up-before-session")
-def _approval_looked_up_before_session() -> None:
-    # methods.json lists both SESSION_NOT_FOUND and APPROVAL_NOT_FOUND for approval/get,
-    # approve, reject and artifact/read, and the catalog defines APPROVAL_NOT_FOUND as "No
-    # approval has that id in that session": true as well when the session is unknown. No
-    # order is given. This host looks the approval up first: an unknown approval id is
-    # APPROVAL_NOT_FOUND whether or not the session exists.
+@variant("approval-owner-decides")
+def _approval_owner_decides() -> None:
+    # P34: a request that names an approval may answer APPROVAL_NOT_FOUND instead of
+    # SESSION_NOT_FOUND when the session is unknown; the catalog defines APPROVAL_NOT_FOUND
+    # as "No approval has that id in that session", true as well then. This host keys
+    # approvals by id and checks only their owner: an approval that is not the named
+    # session's, an unknown session's included, is APPROVAL_NOT_FOUND, and the session is
+    # never looked up on its own.
     async def require(self: Approvals, session_id: str, approval_id: str) -> Any:
         row = await self.host.storage.get_approval(approval_id)
-        if row is None:
-            raise HostError("APPROVAL_NOT_FOUND", f"no approval {approval_id!r}")
-        await self.host.require_session(session_id)
-        if row.session_id != session_id:
+        if row is None or row.session_id != session_id:
             raise HostError(
                 "APPROVAL_NOT_FOUND", f"session {session_id!r} has no approval {approval_id!r}"
             )
@@ -423,6 +421,11 @@ def _permission_asked_before_input_check() -> None:
 
 
 CASES = [
+    AllowedCase(
+        "approval-owner-decides",
+        "isolation,sessions,approval",
+        why="a request naming an approval may answer APPROVAL_NOT_FOUND for an unknown session",
+    ),
     AllowedCase(
         "approve-verifies-artifact-first",
         "artifact_integrity,approval",

@@ -844,6 +844,26 @@ def _execution_update_names_plan_turn() -> None:
     patch(Approvals, "_notify_execution", notify)
 
 
+@variant("approval-session-filled-in-when-unknown")
+def _approval_session_filled_in_when_unknown() -> None:
+    # P34: approval ids are unique host-wide, so a request naming an approval and a
+    # session the host does not have is served on the approval's own session instead of
+    # being refused: a client that names no session of this host decides or reads a plan.
+    def filled_in(handler: Any) -> Any:
+        async def serve(self: Host, params: dict[str, Any]) -> dict[str, Any]:
+            if await self.storage.get_session(params["sessionId"]) is None:
+                row = await self.storage.get_approval(params["approvalId"])
+                if row is not None:
+                    params = {**params, "sessionId": row.session_id}
+            result: dict[str, Any] = await handler(self, params)
+            return result
+
+        return serve
+
+    for name in ("approval_get", "approval_approve", "approval_reject", "artifact_read"):
+        patch(Host, name, filled_in(getattr(Host, name)))
+
+
 CASES = [
     BrokenCase(
         "execution-update-without-turn",
@@ -1244,5 +1264,37 @@ CASES = [
         "plan_made_during_an_execution",
         "R4.9",
         "expected success, but the host refused",
+    ),
+    BrokenCase(
+        "approval-session-filled-in-when-unknown",
+        "isolation",
+        "never_made and approve",
+        "P34",
+        "expected the host to refuse",
+        label="approve",
+    ),
+    BrokenCase(
+        "approval-session-filled-in-when-unknown",
+        "isolation",
+        "never_made and reject",
+        "P34",
+        "expected the host to refuse",
+        label="reject",
+    ),
+    BrokenCase(
+        "approval-session-filled-in-when-unknown",
+        "isolation",
+        "never_made and open",
+        "P34",
+        "expected the host to refuse",
+        label="open",
+    ),
+    BrokenCase(
+        "approval-session-filled-in-when-unknown",
+        "isolation",
+        "never_made and read",
+        "P34",
+        "expected the host to refuse",
+        label="read",
     ),
 ]
