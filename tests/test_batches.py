@@ -62,11 +62,12 @@ def test_a_scenario_of_no_case_runs_the_unpatched_host(tmp_path: Path, in_proces
     assert statuses and set(statuses.values()) == {"passed"}, statuses
 
 
+@pytest.mark.parametrize("variant", ["assigns-behind-patch", "assigns-constant-behind-patch"])
 def test_an_in_process_variant_that_changes_the_host_behind_patch_is_refused(
-    tmp_path: Path,
+    tmp_path: Path, variant: str
 ) -> None:
-    """A variant that assigns a function of the reference host itself cannot be undone:
-    the next scenario's host refuses to start instead of serving it unseen."""
+    """A variant that assigns a function or a constant of the reference host itself cannot
+    be undone: the next scenario's host refuses to start instead of serving it unseen."""
     first, second = "approval.feature: Rejecting", "approval.feature: Approving"
     chosen = [s.id for s in all_scenarios() if s.id.startswith((first, second))]
     assert len(chosen) >= 2
@@ -75,7 +76,7 @@ def test_an_in_process_variant_that_changes_the_host_behind_patch_is_refused(
         "approval",
         "Rejecting or Approving",
         extra=("--no-preflight",),
-        variants={chosen[0]: "assigns-behind-patch"},
+        variants={chosen[0]: variant},
         in_process=True,
     )
     errored = run.scenarios("errored")

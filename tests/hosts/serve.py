@@ -9,7 +9,9 @@
 
 from __future__ import annotations
 
+import importlib
 import os
+import pkgutil
 import sys
 import threading
 from collections.abc import Sequence
@@ -18,6 +20,7 @@ from typing import BinaryIO, TextIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import reference_host
 from conformance.drivers import IN_PROCESS_HOST_THREAD
 from hosts.catalog import load_all, load_and_apply, load_defining
 from hosts.registry import COMPOSED, FROM_ENV, VARIANT_VARIABLE, VARIANTS, apply, undo_all
@@ -85,6 +88,10 @@ def serve_scenario_variant(
 
 def _check_nothing_left(variant: str) -> None:
     """Fail when ``variant`` changed the reference host other than through ``patch``."""
+    if not _pristine:  # the baseline covers every module, not only those loaded so far
+        for module in pkgutil.walk_packages(reference_host.__path__, "reference_host."):
+            if not module.name.endswith(".__main__"):
+                importlib.import_module(module.name)
     now = _fingerprint()
     changed = sorted(key for key, held in _pristine.items() if now.get(key, held) != held)
     if changed:
@@ -93,19 +100,32 @@ def _check_nothing_left(variant: str) -> None:
         _pristine.setdefault(key, held)
 
 
+# Constants a module or class holds (named in capitals, as a limit or a default is): a
+# variant that assigns one bypassed registry.patch. Other names hold state a run changes
+# (a count of commands starting, a cache), and containers change in place.
+_CONSTANT_TYPES = (int, float, str, bytes, tuple, frozenset, type(None))
+
+
+def _held_by_code(name: str, value: object) -> bool:
+    if callable(value) or isinstance(value, (staticmethod, classmethod, property)):
+        return True
+    return isinstance(value, _CONSTANT_TYPES) and name.isupper()
+
+
 def _fingerprint() -> dict[str, int]:
-    """The identity of every function, class and method the reference host's modules and
-    classes hold: what variants replace (its data, such as caches, changes as it runs)."""
+    """The identity of every function, class, method and constant the reference host's
+    modules and classes hold: what variants replace (its data, such as caches, changes as
+    it runs)."""
     found: dict[str, int] = {}
     for module_name, module in list(sys.modules.items()):
         if module_name.split(".")[0] != "reference_host":
             continue
         for attribute, value in list(vars(module).items()):
-            if callable(value):
+            if _held_by_code(attribute, value):
                 found[f"{module_name}.{attribute}"] = id(value)
             if isinstance(value, type) and value.__module__ == module_name:
                 for member, held in list(vars(value).items()):
-                    if callable(held) or isinstance(held, (staticmethod, classmethod, property)):
+                    if _held_by_code(member, held):
                         found[f"{module_name}:{value.__qualname__}.{member}"] = id(held)
     return found
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any, cast
 
 from hosts.registry import BrokenCase, patch, variant
-from reference_host import permissions
+from reference_host import permissions, state
 from reference_host.approvals import Approvals
 from reference_host.errors import HostError
 from reference_host.host import Host
@@ -21,6 +21,13 @@ from reference_host.turns import CallOutcome, TurnRunner, _failure
 # P7: question ids come from a counter that starts again with each process, so the first
 # question after a restart has the id of the first question before it, and an answer a
 # stale client meant for the old question answers the new one.
+
+
+@variant("assigns-constant-behind-patch")
+def _assigns_constant_behind_patch() -> None:
+    # Not a case: as assigns-behind-patch, for a constant of the reference host (the
+    # approval deadline) assigned directly instead of through hosts.registry.patch.
+    state.APPROVAL_TTL_MS = 60 * 1000
 
 
 @variant("assigns-behind-patch")
