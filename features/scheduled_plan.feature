@@ -207,6 +207,15 @@ Feature: Scheduled tasks never plan unattended
       And the task is listed and stored as changed
 
     @P29
+    Scenario: A task taken off the schedule does not run at its earlier time
+      Given a scheduled task in Agent mode for the project
+      And the task is due in 5 minutes
+      And the model would answer "The changelog is tidy." if it were asked
+      And the user took the task off the schedule
+      When the time the task was first due comes
+      Then the task taken off the schedule did not run
+
+    @P29
     Scenario Outline: A refused task stays switched on when it <starts>
       Given a scheduled task in Plan mode for the project
       When the task <starts>
@@ -512,14 +521,19 @@ Feature: Scheduled tasks never plan unattended
       Then the task is no longer listed
 
     @P26 @P29
-    Scenario: Deleting a task leaves another task's time armed
+    Scenario Outline: Deleting a task leaves another task's time armed (<which>)
       Given a scheduled task in Agent mode for the project
       And the task is due in 5 minutes
-      And another scheduled task in Agent mode, due at the same time
+      And another scheduled task <which> in Agent mode, due at the same time
       And the model would answer "Release notes drafted." if it were asked
       And the user deleted the task
       When the time the task was due comes
       Then the other task ran when its time came
+
+      Examples:
+        | which               |
+        | of another name     |
+        | of the same name    |
 
     @P26
     Scenario: A deleted task never runs when its time comes

@@ -107,6 +107,19 @@ Feature: Sessions and their configuration
         | provider        |
         | shell           |
 
+    @R5.6 @R7.3
+    Scenario Outline: A session with a shell of its own keeps it when it takes a new <setting>
+      Given a session for the project with a shell of its own
+      When the user changes the <setting> of the session
+      Then the session has the new <setting>
+
+      Examples:
+        | setting         |
+        | mode            |
+        | permission mode |
+        | model           |
+        | provider        |
+
     @R5.6 @R7.2
     Scenario: A change of two settings at once is announced whole
       Given a session for the project

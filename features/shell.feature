@@ -326,6 +326,13 @@ Feature: Shells and streamed commands
       When the model runs a command that writes to both streams and exits with code 3
       Then the command is recorded for audit
 
+    @C5 @R5.1
+    Scenario: A session's next command runs after a cancelled one
+      Given a session for the project with permission mode auto
+      And the user cancelled a turn whose command was still running
+      When the model runs a command that writes to both streams and exits with code 3
+      Then the command is recorded for audit
+
     @C5
     Scenario: A command run in a Plan turn is recorded for audit
       Given a session for the project in Plan mode with permission mode auto

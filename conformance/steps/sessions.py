@@ -267,6 +267,14 @@ def every_session_listed(world: World) -> None:
         )
 
 
+@given("a session for the project with a shell of its own")
+def create_session_with_own_shell(world: World) -> None:
+    _create(world, "main").require_result()
+    chosen = other_shell(world, None)
+    answered = granted(world.rpc.configure_session, session_id(world), shell_id=chosen).session
+    world.sessions["main"] = plain(answered)
+
+
 @given("a session without a project in Agent mode")
 def create_unbound_agent_session(world: World) -> None:
     # permission mode auto: a refusal can only come from the missing project
@@ -531,6 +539,12 @@ def has_new_setting(world: World, setting: str) -> None:
         f"the stored created_at became {row['created_at']}; the session was created at "
         f"{before['createdAt']}"
     )
+    stored_kept = {
+        column: row[column]
+        for key, column in _STORED_AS.items()
+        if key in kept and row[column] != kept[key]
+    }
+    assert not stored_kept, f"the change of {setting} also changed the stored {stored_kept}"
     for key, value in changes.items():
         assert now.get(key) == value, f"the host reports {key} {now.get(key)!r}, not {value!r}"
         if key == "provider":

@@ -186,6 +186,7 @@ def _turn_end(world: World) -> dict[str, Any]:
 
 def _started(world: World) -> dict[str, Any]:
     turn_id, own = _turn_id(world), session_id(world)
+    _command_started_before_its_turn_ended(world, turn_id)
     started = world.wait_for(
         "command/started",
         lambda p: p["turnId"] == turn_id or p["sessionId"] == own,
@@ -197,6 +198,28 @@ def _started(world: World) -> dict[str, Any]:
             f"the session's turn {turn_id}: a command belongs to the turn whose call ran it"
         )
     return started
+
+
+def _command_started_before_its_turn_ended(world: World, turn_id: str) -> None:
+    """Fail at once, naming the call's result, when the turn already ended without
+    announcing a command: a command runs inside its turn, so none can follow its end."""
+    since = world.cursors.turn
+    ended = any(n["params"]["turnId"] == turn_id for n in world.notifications("turn/ended", since))
+    own = session_id(world)
+    if not ended or any(
+        n["params"]["turnId"] == turn_id or n["params"]["sessionId"] == own
+        for n in world.notifications("command/started", since)
+    ):
+        return
+    results = [
+        n["params"]
+        for n in world.notifications("turn/toolResult", since)
+        if n["params"]["turnId"] == turn_id
+    ]
+    raise AssertionError(
+        f"the turn {turn_id} ended without starting the model's command; its tool results: "
+        f"{results}"
+    )
 
 
 def _exited(world: World) -> dict[str, Any]:
@@ -1166,6 +1189,13 @@ def ran_named(world: World, does: str) -> None:
         "command_audit", "id = ?", (exited["commandId"],)
     )
     assert world.commands.earlier_audit, f"command {exited['commandId']} was not recorded"
+
+
+@given("the user cancelled a turn whose command was still running")
+def cancelled_running_command(world: World) -> None:
+    runs_named(world, "leaves a process in the background and waits")
+    cancel_command_turn(world)
+    cancelled(world)
 
 
 @then("the command before the restart is still recorded for audit as it was")

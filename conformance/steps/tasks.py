@@ -187,6 +187,7 @@ def other_task(world: World) -> None:
 
 
 @given("another scheduled task in Agent mode, due at the same time")
+@given("another scheduled task of another name in Agent mode, due at the same time")
 def other_task_same_time(world: World) -> None:
     _other_task_due(world, 0)
 
@@ -828,6 +829,12 @@ def moved_task_idle(world: World) -> None:
     _did_not_run(world, "the task at the time it was moved from")
 
 
+@then("the task taken off the schedule did not run")
+@verifies("P29")
+def unscheduled_task_idle(world: World) -> None:
+    _did_not_run(world, "the task taken off the schedule, at the time it was due before")
+
+
 def _ran_when_due(world: World, task_id: str, which: str) -> dict[str, Any]:
     """The completed run of ``task_id`` that the last clock move started."""
     granted(world.rpc.list_sessions)  # a round trip: a run the clock move started shows
@@ -1431,9 +1438,11 @@ def switch_task_on(world: World) -> None:
 
 
 @when("the user takes the task off the schedule")
+@given("the user took the task off the schedule")
 def take_task_off_schedule(world: World) -> None:
     before = need(world.tasks.task, "scheduled task")
     assert before["runAt"] is not None, "the scenario's task was never due"
+    world.tasks.earlier_run_at = before["runAt"]
     result = granted(world.rpc.update_task, _task_id(world), run_at=None)
     world.tasks.expected = {
         **{key: before[key] for key in _STORED if key != "runAt"},
