@@ -115,6 +115,28 @@ Feature: What the agent may do while planning
       Then the model was given every line of "notes.txt" with its own line end
 
     @P10
+    Scenario Outline: Reading part of a file gives the model the lines asked for (<case>)
+      Given the project has a file "lines.txt" whose lines are alpha-line, bravo-line, charlie-line, delta-line
+      And a session for the project in Plan mode
+      And the model will read "lines.txt" from line <offset>, <limit> lines at most, and then answer
+      When the user sends a prompt
+      Then the model was given <found> but not <left out> after its Read call
+
+      Examples:
+        | case                    | offset | limit | found                                 | left out                        |
+        | from the first line     | 1      | 2     | "alpha-line" and "bravo-line"         | "charlie-line"                  |
+        | one line from the middle | 2     | 1     | "bravo-line"                          | "alpha-line" and "charlie-line" |
+        | past the last line      | 3      | 5     | "charlie-line" and "delta-line"       | "bravo-line"                    |
+
+    @P10
+    Scenario: Searching the project finds a match on a last line without a line end
+      Given the project has a file "notes/tail.txt" whose last line "unterminated_marker = 1" has no line end
+      And a session for the project in Plan mode
+      And the model will search the project for "unterminated_\w+" and then answer
+      When the user sends a prompt
+      Then the model was given "notes/tail.txt" and "unterminated_marker" after its Grep call
+
+    @P10
     Scenario: Searching the project finds the matching lines in their files
       Given the project has a file "src/cache.py" containing "def evict_oldest(): pass"
       And the project has a file "src/store.py" containing "def keep_all(): pass"

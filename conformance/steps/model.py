@@ -287,6 +287,16 @@ def model_reads(world: World, path: str) -> None:
     script_calls(world, tool_call(world, "Read", {"path": path}))
 
 
+@given(
+    parsers.parse(
+        'the model will read "{path}" from line {offset:d}, {limit:d} lines at most, '
+        "and then answer"
+    )
+)
+def model_reads_part(world: World, path: str, offset: int, limit: int) -> None:
+    script_calls(world, tool_call(world, "Read", {"path": path, "offset": offset, "limit": limit}))
+
+
 @given(parsers.parse('the model will read "{first}" and "{second}" in one message'))
 def model_reads_two_at_once(world: World, first: str, second: str) -> None:
     script_calls(

@@ -57,6 +57,20 @@ def plan_folder(world: World) -> Path:
     return world.workspace.joinpath(*PLAN_FOLDER)
 
 
+@given(parsers.parse('the project has a file "{path}" whose lines are {lines}'))
+def project_file_of_lines(world: World, path: str, lines: str) -> None:
+    target = world.workspace / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("".join(f"{line.strip()}\n" for line in lines.split(",")), "utf-8")
+
+
+@given(parsers.parse('the project has a file "{path}" whose last line "{text}" has no line end'))
+def project_file_unterminated(world: World, path: str, text: str) -> None:
+    target = world.workspace / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(f"a first line\n{text}", encoding="utf-8")
+
+
 @given(parsers.parse('the project has a file "{path}" containing "{text}"'))
 def project_file(world: World, path: str, text: str) -> None:
     target = world.workspace / path

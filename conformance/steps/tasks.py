@@ -268,6 +268,17 @@ def every_task_ran(world: World) -> None:
 
 def _all_ran(world: World, task_ids: list[str]) -> None:
     """Each of ``task_ids`` came due and ran to completion, each in a session of its own."""
+    granted(world.rpc.list_sessions)  # a round trip: the runs the clock move started show
+    started = [
+        n
+        for n in world.notifications("turn/started", since=world.cursors.turn)
+        if n["params"]["kind"] == "scheduled"
+    ]
+    assert len(started) >= len(task_ids), (
+        f"of {len(task_ids)} enabled tasks that came due, the host announced {len(started)} "
+        "run(s) starting, neither before answering the clock move that passed their runAt "
+        "(P32) nor by its next answer: every timer a clock move makes due fires in that move"
+    )
     finished: dict[str, dict[str, Any]] = {}
     for task_id in task_ids:
         try:
