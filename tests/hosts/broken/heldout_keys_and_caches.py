@@ -496,7 +496,6 @@ CASES = [
         "two_tasks_of_one_name_due_at_the_same_time",
         "P29",
         "enabled tasks that came due",
-        slow=True,  # the run that never comes is waited for
     ),
     BrokenCase(
         "expiry-timer-per-workspace-root",

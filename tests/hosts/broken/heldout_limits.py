@@ -300,7 +300,6 @@ CASES = [
         "tasks_due_at_different_times_all_run_after",
         "P29",
         "enabled tasks that came due",
-        slow=True,
     ),
     BrokenCase(
         "deadline-compared-in-rounded-seconds",

@@ -497,7 +497,6 @@ CASES = [
         "six_tasks_due_at_the_same_time",
         "P29",
         "of 6 enabled tasks that came due",
-        slow=True,
     ),
     BrokenCase(
         "artifact-name-two-tries",

@@ -407,7 +407,6 @@ CASES = [
         "tasks_due_at_the_same_time_all_run",
         "P29",
         "enabled tasks that came due",
-        slow=True,
     ),
     BrokenCase(
         "unverified-reads-after-restart",

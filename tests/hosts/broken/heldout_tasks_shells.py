@@ -321,7 +321,6 @@ CASES = [
         "two_tasks_due_at_the_same_time",
         "P29",
         "enabled tasks that came due",
-        slow=True,  # the run that never comes is waited for
     ),
     BrokenCase(
         "update-ignores-null-run-at",
