@@ -107,6 +107,14 @@ Feature: What the agent may do while planning
       Then the model was given each file's text in the answer to its own call
 
     @P10
+    Scenario: A command and a read in one message each reach the model in the answer to their own call
+      Given the project has a file "a.txt" containing "alpha lives here"
+      And a session for the project in Plan mode with permission mode auto
+      And the model will run a command that prints "bravo-from-the-shell" and read "a.txt" in one message
+      When the user sends a prompt
+      Then the model was given each call's own result in the answer to that call
+
+    @P10
     Scenario: Reading a file gives the model its line ends as they are
       Given the project has a file "notes.txt" whose lines end in CR LF
       And a session for the project in Plan mode

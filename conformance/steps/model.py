@@ -335,6 +335,19 @@ def model_prints(world: World, text: str) -> None:
     script_calls(world, tool_call(world, "Bash", {"command": f"echo {text}"}))
 
 
+@given(
+    parsers.parse(
+        'the model will run a command that prints "{text}" and read "{path}" in one message'
+    )
+)
+def model_prints_and_reads(world: World, text: str, path: str) -> None:
+    script_calls(
+        world,
+        tool_call(world, "Bash", {"command": f"echo {text}"}),
+        tool_call(world, "Read", {"path": path}),
+    )
+
+
 @given(parsers.parse('the model will read "{path}" and then submit a plan titled "{title}"'))
 def model_reads_then_submits(world: World, path: str, title: str) -> None:
     script_calls(world, tool_call(world, "Read", {"path": path}), answer=None)

@@ -159,6 +159,31 @@ def each_read_answered_alone(world: World) -> None:
         )
 
 
+@then("the model was given each call's own result in the answer to that call")
+@verifies("P10")
+def each_call_answered_alone(world: World) -> None:
+    expected: dict[str, str] = {}
+    for call in world.script.calls:
+        if not isinstance(call.arguments, dict):
+            continue
+        if call.tool == "Read":
+            text = (world.workspace / call.arguments["path"]).read_text("utf-8")
+            expected[call.call_id] = text.strip()
+        elif call.tool == "Bash":
+            expected[call.call_id] = call.arguments["command"].removeprefix("echo ").strip()
+    assert len(expected) >= 2, f"the scenario scripted {len(expected)} calls to compare"
+    require_output_room(world, max(len(t.encode()) + 1 for t in expected.values()))
+    requests = _turn_requests(world)
+    for call_id, own in expected.items():
+        answer = answer_to_call(requests, call_id)
+        assert answer is not None, f"no tool message answers the call {call_id}"
+        others = [text for other, text in expected.items() if other != call_id]
+        assert own in answer and not any(t in answer for t in others), (
+            f"the tool message answering call {call_id} reads {answer!r}; it should carry "
+            f"that call's own result, {own!r}, and no other call's"
+        )
+
+
 @then("each of the reads named alike was announced once and answered once")
 @verifies("P9")
 def reads_alike_announced(world: World) -> None:
