@@ -155,14 +155,19 @@ Feature: Executing an approved plan
       And once the execution turned to planning, the model was offered exactly the planning tools
 
     @R4.9
-    Scenario: Another session's plan can be approved while this session's execution runs
+    Scenario Outline: Another session's plan can be approved while this session's execution runs (<whose>)
       Given the model will take its time to carry out the plan
       And the user approved the plan with permission mode auto
-      And while that execution runs, another session has a plan awaiting approval
+      And while that execution runs, <whose> has a plan awaiting approval
       When the user approves the other session's plan with permission mode auto
       Then the other session's plan is approved with an execution of its own
       When the model finishes its work
       Then the execution has completed
+
+      Examples:
+        | whose                                  |
+        | another session                        |
+        | another session of the same project    |
 
   Rule: The permission mode decides what asks first, in the execution (§3, project rule P7)
 

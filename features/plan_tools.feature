@@ -286,6 +286,15 @@ Feature: What the agent may do while planning
       When the user sends another prompt
       Then the model again saw the summary and none of the conversation before it
 
+    @P10 @R4.7
+    Scenario: An execution after a new context carries the summary instead of the conversation
+      Given a session for the project in Plan mode
+      And the user had a conversation with the agent
+      And the model started a new context summarised as "Summary: the cache is slow" and submitted a plan titled "Speed up the cache"
+      And the model will answer "The plan is carried out."
+      When the user approves the plan with permission mode auto
+      Then the execution's first request carried the summary and none of the conversation before it
+
     @P10
     Scenario: A new context with an empty summary still replaces the conversation
       Given a session for the project in Plan mode
@@ -342,6 +351,17 @@ Feature: What the agent may do while planning
         | mode         |
         | ask          |
         | accept-edits |
+
+    @P7
+    Scenario: A command allowed while planning asks again when the execution runs it
+      Given a session for the project in Plan mode with permission mode ask
+      And the user allowed the command "echo planned-probe" while the model planned "Probe the build"
+      And the model will run the command "echo planned-probe"
+      When the user approves the plan with permission mode ask
+      Then the user is asked for permission before Bash
+      When the user denies it
+      Then the execution has finished
+      And the Bash call reports that permission was denied
 
   Rule: A page preview never leaves the machine's loopback interface (project rule P23)
 

@@ -20,7 +20,13 @@ from conformance.mock_provider import StallReply, TextReply
 from conformance.protocol_models import ApprovalApproveParams
 from conformance.steps.boundaries import _started as turn_reached_model
 from conformance.steps.common import unchecked
-from conformance.steps.model import default_markdown, script_plan, submit_plan_call
+from conformance.steps.model import (
+    default_markdown,
+    script_calls,
+    script_plan,
+    submit_plan_call,
+    tool_call,
+)
 from conformance.steps.plan import latest_approval, snapshot
 from conformance.steps.requests import (
     announced_alike,
@@ -166,11 +172,14 @@ def take_snapshot(world: World) -> ApprovalSnapshot:
 # -- the Plan turn ------------------------------------------------------------------------
 
 
-def run_plan_turn(world: World, text: str, think_ms: int = 0) -> dict[str, Any]:
+def run_plan_turn(
+    world: World, text: str, think_ms: int = 0, allow_one_question: bool = False
+) -> dict[str, Any]:
     """Prompt the session and wait until that turn ended; return its turn/ended params.
 
     With ``think_ms`` the model's first answer is held until the harness has moved the
-    host clock by that much, so the turn spans a stretch of host time.
+    host clock by that much, so the turn spans a stretch of host time. With
+    ``allow_one_question`` the user allows the one call the turn asks about.
     """
     world.arranged.workspace_before = snapshot(world.workspace)
     world.cursors.turn = world.mark()
@@ -184,6 +193,11 @@ def run_plan_turn(world: World, text: str, think_ms: int = 0) -> dict[str, Any]:
         world.provider.wait_for_requests(world.cursors.provider_turn + 1, world.timeout)
         granted(world.rpc.clock_advance, think_ms)
         world.provider.release_stalls()
+    if allow_one_question:
+        asked = world.wait_for(
+            "permission/requested", lambda p: p["turnId"] == turn_id, since=world.cursors.turn
+        )
+        granted(world.rpc.respond_permission, asked["requestId"], "allow")
     ended = world.wait_for("turn/ended", lambda p: p["turnId"] == turn_id, since=world.cursors.turn)
     world.last_turn_end = ended
     return ended
@@ -196,9 +210,11 @@ def _plan_session(world: World) -> None:
         granted(world.rpc.configure_session, session_id(world), mode="plan")
 
 
-def _await_plan(world: World, think_ms: int = 0) -> dict[str, Any]:
+def _await_plan(
+    world: World, think_ms: int = 0, allow_one_question: bool = False
+) -> dict[str, Any]:
     """Run the Plan turn that submits the scripted plan; the approval it created."""
-    ended = run_plan_turn(world, PLAN_PROMPT, think_ms)
+    ended = run_plan_turn(world, PLAN_PROMPT, think_ms, allow_one_question)
     assert ended["outcome"] == "completed", f"the Plan turn ended {ended}"
     turn_id = world.plan.turn_id
     listed = granted(world.rpc.list_approvals, session_id(world)).approvals
@@ -217,6 +233,27 @@ def _await_plan(world: World, think_ms: int = 0) -> dict[str, Any]:
 @given(parsers.parse('a plan titled "{title}" is awaiting approval'))
 def plan_awaiting(world: World, title: str) -> None:
     _plan_session(world)
+    script_plan(world, title, default_markdown(title))
+    _await_plan(world)
+
+
+@given(parsers.parse('the user allowed the command "{command}" while the model planned "{title}"'))
+def allowed_while_planning(world: World, command: str, title: str) -> None:
+    _plan_session(world)
+    script_calls(world, tool_call(world, "Bash", {"command": command}), answer=None)
+    script_plan(world, title, default_markdown(title))
+    _await_plan(world, allow_one_question=True)
+
+
+@given(
+    parsers.parse(
+        'the model started a new context summarised as "{summary}" and submitted a plan '
+        'titled "{title}"'
+    )
+)
+def reset_then_planned(world: World, summary: str, title: str) -> None:
+    _plan_session(world)
+    script_calls(world, tool_call(world, "new_context", {"summary": summary}), answer=None)
     script_plan(world, title, default_markdown(title))
     _await_plan(world)
 

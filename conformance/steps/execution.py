@@ -38,7 +38,11 @@ from conformance.steps.common import unchecked
 from conformance.steps.model import default_markdown, script_calls, submit_plan_call, tool_call
 from conformance.steps.plan import snapshot
 from conformance.steps.requests import granted
-from conformance.steps.restart import approvals_of, other_session_pending
+from conformance.steps.restart import (
+    approvals_of,
+    other_session_pending,
+    same_project_session_pending,
+)
 from conformance.steps.sessions import permission_request, read_session, session_id
 from conformance.steps.tool_work import PLAN_TOOLS
 from conformance.world import SubmittedPlan, World, need
@@ -118,12 +122,20 @@ def plan_during_execution(world: World, title: str) -> None:
 # -- actions ------------------------------------------------------------------------------
 
 
-@given("while that execution runs, another session has a plan awaiting approval")
-def other_plan_during_execution(world: World) -> None:
+@given(
+    parsers.re(
+        r"while that execution runs, another session(?P<same> of the same project)? has a "
+        r"plan awaiting approval"
+    )
+)
+def other_plan_during_execution(world: World, same: str | None) -> None:
     # The execution has asked the model (and waits for its answer) before the other session
     # asks: the scripted answers are given out in the order they are asked for.
     world.provider.wait_for_requests(world.cursors.provider_approve + 1, world.timeout)
-    other_session_pending(world)
+    if same:
+        same_project_session_pending(world)
+    else:
+        other_session_pending(world)
 
 
 @when(parsers.parse("the user approves the other session's plan with permission mode {mode}"))

@@ -391,6 +391,14 @@ def summary_in_later_turn(world: World) -> None:
     _check_reset(world, requests[0], "in the later turn")
 
 
+@then("the execution's first request carried the summary and none of the conversation before it")
+@verifies("P10")
+def summary_in_execution(world: World) -> None:
+    first = world.cursors.provider_approve
+    requests = world.provider.wait_for_requests(first + 1, world.timeout)
+    _check_reset(world, requests[first], "in the execution's first request")
+
+
 @then("the session's transcript still holds the earlier conversation")
 @verifies("R1.3")
 def transcript_keeps_conversation(world: World) -> None:
