@@ -30,6 +30,13 @@ Feature: Executing an approved plan
       When the user cancels the turn
       Then the execution was interrupted
 
+    @R4.5
+    Scenario: An execution whose turn is cancelled as soon as it has started is interrupted
+      Given the model will take its time to carry out the plan
+      When the user approves the plan with permission mode auto
+      And the user cancels the turn as soon as it has started
+      Then the execution was interrupted
+
     @R4.4 @C6
     Scenario: A plan whose execution was cancelled cannot be approved again
       Given the model will take its time to carry out the plan

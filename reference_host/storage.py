@@ -182,7 +182,14 @@ class Storage:
     async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
         """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception; one at a time."""
         async with self._writing:
-            await self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                await self._conn.execute("BEGIN IMMEDIATE")
+            except asyncio.CancelledError:
+                # A cancelled turn: the BEGIN still runs on the connection's thread, and a
+                # transaction left open there would fail every later write.
+                with contextlib.suppress(sqlite3.OperationalError):
+                    await self._conn.execute("ROLLBACK")
+                raise
             try:
                 yield self._conn
             except BaseException:

@@ -201,11 +201,10 @@ class TurnRunner:
         unattended: bool,
         on_end: TurnEnded | None,
     ) -> None:
-        host = self.host
         outcome, error = "completed", None
         try:
             if approval is not None:
-                await host.approvals.execution_running(approval.id, turn_id)
+                await self._execution_running(approval.id, turn_id)
             await self._loop(session_id, turn_id, unattended)
         except asyncio.CancelledError:
             outcome, error = "cancelled", HostError("TURN_CANCELLED", "the turn was cancelled")
@@ -225,6 +224,17 @@ class TurnRunner:
             self.closing.discard(this)
         if self.tasks.get(session_id) is this:
             del self.tasks[session_id]
+
+    async def _execution_running(self, approval_id: str, turn_id: str) -> None:
+        """Record the execution running; a cancel that arrives meanwhile waits for it, as
+        the turn was announced with its execution (queued -> running -> interrupted)."""
+        running = asyncio.ensure_future(self.host.approvals.execution_running(approval_id, turn_id))
+        try:
+            await asyncio.shield(running)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await running
+            raise
 
     async def _end(
         self,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 
 from reference_host.storage import SessionRow, Storage
@@ -42,3 +43,24 @@ def test_concurrent_writes_of_two_sessions_all_commit(tmp_path: Path) -> None:
 
     entries = asyncio.run(run())
     assert len(entries) == 40
+
+
+def test_a_write_cancelled_while_its_transaction_begins_leaves_none_open(tmp_path: Path) -> None:
+    """A turn cancelled while its write waits for BEGIN (the statement still runs on the
+    connection's thread) must not leave the connection inside a transaction: every later
+    write would fail with "cannot start a transaction within a transaction"."""
+
+    async def run() -> list[str]:
+        storage = await Storage.open(tmp_path)
+        try:
+            cancelled = asyncio.create_task(storage.insert_session(_session("s-cut")))
+            await asyncio.sleep(0)  # the task now waits for BEGIN IMMEDIATE to return
+            cancelled.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await cancelled
+            await storage.insert_session(_session("s-next"))
+            return [row.id for row in await storage.list_sessions()]
+        finally:
+            await storage.close()
+
+    assert asyncio.run(run()) == ["s-next"]

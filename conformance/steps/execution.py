@@ -346,6 +346,14 @@ def answered_queued(world: World) -> None:
         )
 
 
+@when("the user cancels the turn as soon as it has started")
+def cancel_as_soon_as_started(world: World) -> None:
+    world.wait_for(
+        "turn/started", lambda p: p["sessionId"] == session_id(world), since=world.cursors.approve
+    )
+    world.attempt_typed(world.rpc.cancel, session_id(world))
+
+
 @given("the execution was running while the model worked")
 @then("the execution is running while the model works")
 @verifies("R4.5")
