@@ -118,6 +118,13 @@ Feature: The absolute approval deadline
       When the clock reaches one millisecond before the deadline
       Then the plan titled "Migrate the database" is still awaiting approval
 
+    @R3.11
+    Scenario: A plan still expires on its own at its deadline after the clock was set back
+      Given the host clock was set back an hour
+      When the clock reaches exactly the deadline
+      Then the host announced the expiry on its own
+      And the approval expired with PLAN_APPROVAL_TIMEOUT
+
     @R3.11 @R1.11
     Scenario: After expiry a new plan can be submitted
       Given 31 minutes passed

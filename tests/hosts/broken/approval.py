@@ -938,7 +938,6 @@ CASES = [
         "plan_expires_when_the_time_is_up",
         "R3.11",
         "no expiry was announced",
-        slow=True,  # the expiry the check waits for never comes
     ),
     BrokenCase(
         "reject-grants-mode",

@@ -349,7 +349,6 @@ CASES = [
         "submitted_after_a_rejected_one_expires",
         "R3.11",
         "the deadline passed but no expiry was announced",
-        slow=True,  # caught when the wait for the expiry runs out
     ),
     BrokenCase(
         "execution-permission-outlives-execution",

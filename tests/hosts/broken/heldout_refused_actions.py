@@ -561,6 +561,5 @@ CASES = [
         "a_plan_still_expires_on_its_own",
         "R3.11",
         "the deadline passed but no expiry was announced",
-        slow=True,
     ),
 ]

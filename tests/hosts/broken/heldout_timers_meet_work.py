@@ -408,7 +408,6 @@ CASES = [
         "while_another_sessions_turn_is_under_way",
         "R3.11",
         "the deadline passed but no expiry was announced",
-        slow=True,  # caught once the wait for the expiry runs out
     ),
     BrokenCase(
         "old-deadline-expires-the-current-plan",
