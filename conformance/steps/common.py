@@ -185,6 +185,11 @@ def refusal_names_version(world: World) -> None:
     assert isinstance(supported, list) and PROTOCOL_VERSION in supported, (
         f"the refusal does not list version {PROTOCOL_VERSION} in details.supported: {error.data}"
     )
+    # every version but 9 is refused, so a version listed beside it is one the host refuses
+    assert supported == [PROTOCOL_VERSION], (
+        f"details.supported lists {supported}, but the host speaks protocol version "
+        f"{PROTOCOL_VERSION} alone: every other version is refused"
+    )
 
 
 @then(parsers.parse("the host still accepts a connection asking for protocol version {v:d}"))
