@@ -30,6 +30,8 @@ from aiohttp import web
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from conformance.stream_framing import PLAIN, Framing, framing_for
+
 __all__ = [
     "MAX_PIECES",
     "CutStreamReply",
@@ -179,6 +181,8 @@ class MockProvider:
         # scenario sends late (a host that was slow to stop) is told apart and never
         # counted as this scenario's.
         self._epoch = 0
+        self._scenario = ""
+        self._framing: Framing | None = None
         self.stray_requests = 0
         # Connections open when a killed host was replaced (loop-side state): a request the
         # dead process had already written may still be read from one of them.
@@ -275,11 +279,13 @@ class MockProvider:
         if loop is not None:
             loop.call_soon_threadsafe(self._resolve_stalls, True)
 
-    def new_scenario(self) -> None:
+    def new_scenario(self, name: str = "") -> None:
         """:meth:`reset`, and a base URL of the next scenario's own: requests to an earlier
-        scenario's address are turned away (410) and never recorded."""
+        scenario's address are turned away (410) and never recorded. ``name`` chooses how
+        the scenario's streamed answers are framed (:func:`framing_for`)."""
         with self._cond:
             self._epoch += 1
+            self._scenario = name
             self._clear()
 
     def reset(self) -> None:
@@ -287,7 +293,13 @@ class MockProvider:
         with self._cond:
             self._clear()
 
+    def frame_streams(self, framing: Framing | None) -> None:
+        """Frame this scenario's streamed answers as ``framing`` (None: vary them)."""
+        with self._cond:
+            self._framing = framing
+
     def _clear(self) -> None:
+        self._framing = None
         self._script.clear()
         self._fallback = None
         self._records.clear()
@@ -431,6 +443,7 @@ class MockProvider:
             number = len(self._records)
             self._counter += 1
             completion = _Completion(f"chatcmpl-mock{self._counter}", body.get("model"))
+            framing = self._framing or framing_for(self._scenario, number)
             self._cond.notify_all()
         if problem is not None:
             return _error_response(400, problem, code="invalid_request")
@@ -439,7 +452,7 @@ class MockProvider:
             return _error_response(500, message, code="no_scripted_reply")
         stall = self._hold() if isinstance(reply, StallReply) else None
         try:
-            return await self._answer(request, body, reply, completion, stall)
+            return await self._answer(request, body, reply, completion, stall, framing)
         finally:
             if stall is not None:
                 self._stalls.discard(stall)
@@ -451,6 +464,7 @@ class MockProvider:
         reply: ScriptedReply,
         completion: _Completion,
         stall: asyncio.Future[bool] | None,
+        framing: Framing,
     ) -> web.StreamResponse:
         if isinstance(reply, HttpErrorReply):
             return _error_response(reply.status, reply.message)
@@ -487,7 +501,7 @@ class MockProvider:
         # more to do (a host killed while it waits for its answer does so).
         with contextlib.suppress(ConnectionError):
             await resp.prepare(request)
-            await self._stream(request, resp, body, reply, completion, calls, stall)
+            await self._stream(request, resp, body, reply, completion, calls, stall, framing)
         return resp
 
     async def _stream(
@@ -499,9 +513,12 @@ class MockProvider:
         completion: _Completion,
         calls: list[tuple[str, str, str]],
         stall: asyncio.Future[bool] | None,
+        framing: Framing,
     ) -> None:
-        """Send ``reply`` as server-sent events, one write per uninterrupted batch."""
+        """Send ``reply`` as server-sent events, one write per uninterrupted batch; a whole
+        answer (not held, not cut off) in ``framing``."""
         if isinstance(reply, StallReply):
+            framing = PLAIN  # its prefix is written before the rest is known
             await resp.write(_sse(completion.text_chunks(reply.prefix, len(reply.prefix))))
             if stall is None or not await stall:
                 _abort(request)
@@ -528,7 +545,8 @@ class MockProvider:
         options = body.get("stream_options")
         if isinstance(options, dict) and options.get("include_usage") is True:
             events.append(completion.usage_chunk())
-        await resp.write(_sse(events) + b"data: [DONE]\n\n")
+        for piece in framing.writes(framing.reshape(events), done=True):
+            await resp.write(piece)
         await resp.write_eof()
 
     def _resolve_calls(

@@ -208,7 +208,7 @@ def world(
 ) -> Generator[World, None, None]:
     """A fresh data dir, workspace and provider script for one scenario, with a deadline."""
     options = RunOptions.from_config(pytestconfig)
-    mock_provider.new_scenario()
+    mock_provider.new_scenario(scenario_id_of(request.node))
     workspace = tmp_path / workspace_name_for(scenario_id_of(request.node))
     workspace.mkdir()
     state = World(

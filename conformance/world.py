@@ -211,6 +211,7 @@ class ModelScript:
     prompt: str | None = None  # the last prompt typed exactly as a check compares it
     last_batch: list[ScriptedCall] = field(default_factory=list)  # calls of one message
     reads_named_alike: list[str] = field(default_factory=list)  # paths read under one call id
+    answer: str | None = None  # the text answer a check compares with what the user was shown
 
     def call_id(self, tool: str) -> str:
         """The id of the last scripted call of ``tool``."""

@@ -335,12 +335,19 @@ Feature: Sessions and their configuration
       Then the model was given its own words "Let me read the notes first." again with its Read call
 
     @P31
-    Scenario: What the model says beside its tool calls is shown to the user
+    Scenario Outline: What the model says beside its tool calls is shown to the user (streamed <style>)
       Given the project has a file "notes.txt" containing "original"
       And a session for the project with permission mode auto
+      And the model provider streams its answers <style>
       And the model will say "Let me read the notes first." while reading "notes.txt", then answer
       When the user sends a prompt
       Then the user was shown the words "Let me read the notes first." as the model said them
+
+      Examples:
+        | style                                                              |
+        | as plain events                                                    |
+        | with CR LF line ends, comments and characters split between writes |
+        | with CR line ends and events spread over two data lines            |
 
     @P31
     Scenario: What the model says once it has begun a tool call is shown to the user too
@@ -453,3 +460,17 @@ Feature: Sessions and their configuration
       And the model will answer with blank lines, indentation and trailing spaces
       When the user talks to the agent
       Then the answer shown to the user is exactly the model's answer
+
+    @P31
+    Scenario Outline: An answer beyond ASCII reaches the user whole, however the provider streams it (<style>)
+      Given a session for the project
+      And the model provider streams its answers <style>
+      And the model will answer with characters beyond ASCII and ones taken for line breaks
+      When the user talks to the agent
+      Then the answer shown to the user is exactly the model's answer
+
+      Examples:
+        | style                                                              |
+        | as plain events                                                    |
+        | with CR LF line ends, comments and characters split between writes |
+        | with CR line ends and events spread over two data lines            |

@@ -21,6 +21,8 @@ sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
 import httpx  # noqa: E402
 
+from reference_host.sse import sse_lines  # noqa: E402
+
 __all__ = [
     "AssistantReply",
     "ProviderConfig",
@@ -244,8 +246,7 @@ async def _http_error(response: httpx.Response) -> ProviderError:
 async def _read_events(response: httpx.Response, acc: _Accumulator) -> bool:
     """Feed every SSE ``data`` payload to ``acc``; return whether ``[DONE]`` was seen."""
     data_lines: list[str] = []
-    async for line in response.aiter_lines():
-        line = line.rstrip("\r")
+    async for line in sse_lines(response.aiter_bytes()):
         if not line:
             if data_lines:
                 data, data_lines = "\n".join(data_lines), []

@@ -31,6 +31,7 @@ from conformance.steps.requests import (
     permission_mode,
     plain,
 )
+from conformance.stream_framing import FRAMINGS
 from conformance.world import Outcome, World, need
 
 MODES: Final[dict[str, Mode]] = {"Agent": "agent", "Plan": "plan"}
@@ -1084,6 +1085,31 @@ def model_answers_spaced(world: World) -> None:
     world.provider.enqueue(TextReply(SPACED_ANSWER))
 
 
+# Characters beyond ASCII, some of several bytes (split between writes where the stream
+# is), and three that text splitters take for line breaks though a stream's lines end only
+# at CR and LF: NEXT LINE, LINE SEPARATOR, PARAGRAPH SEPARATOR.
+WIDE_ANSWER: Final = "Caf\u00e9 \u2192 na\u00efve \U0001f680 a\u0085b\u2028c\u2029d done"
+
+
+@given("the model will answer with characters beyond ASCII and ones taken for line breaks")
+def model_answers_wide(world: World) -> None:
+    world.script.answer = WIDE_ANSWER
+    world.provider.enqueue(TextReply(WIDE_ANSWER))
+
+
+@given(parsers.parse("the model provider streams its answers {style}"))
+def provider_streams(world: World, style: str) -> None:
+    assert style in STREAM_STYLES, f"no stream style called {style!r}"
+    world.provider.frame_streams(STREAM_STYLES[style])
+
+
+STREAM_STYLES: Final = {
+    "as plain events": FRAMINGS[0],
+    "with CR LF line ends, comments and characters split between writes": FRAMINGS[1],
+    "with CR line ends and events spread over two data lines": FRAMINGS[2],
+}
+
+
 @given("the user talked to the agent")
 def talked(world: World) -> None:
     converse(world, "Please take a look at the project.")
@@ -1123,8 +1149,9 @@ def answer_shown_exactly(world: World) -> None:
         for n in world.notifications("turn/text")
         if n["params"]["sessionId"] == own
     )
-    assert shown == SPACED_ANSWER, (
-        f"the turn/text notifications, joined, read {shown!r}; the model answered {SPACED_ANSWER!r}"
+    answer = world.script.answer or SPACED_ANSWER
+    assert shown == answer, (
+        f"the turn/text notifications, joined, read {shown!r}; the model answered {answer!r}"
     )
 
 
