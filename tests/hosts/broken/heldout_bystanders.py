@@ -298,7 +298,7 @@ CASES = [
         "scheduled_plan",
         "two_tasks_of_one_name",
         "P29",
-        "not one each",
+        "enabled tasks that came due",
     ),
     BrokenCase(
         "read-cache-without-root",

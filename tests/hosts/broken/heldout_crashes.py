@@ -294,8 +294,7 @@ CASES = [
         "scheduled_plan",
         "different_times_all_run",
         "P29",
-        "did not",
-        slow=True,
+        "enabled tasks that came due",
     ),
     BrokenCase(
         "lock-inherited-by-commands",

@@ -442,8 +442,7 @@ CASES = [
         "scheduled_plan",
         "two_tasks_due_at_the_same_time",
         "P29",
-        "did not",
-        slow=True,
+        "enabled tasks that came due",
     ),
     BrokenCase(
         "cancel-denies-every-question",
