@@ -30,6 +30,13 @@ Feature: Executing an approved plan
       When the user cancels the turn
       Then the execution was interrupted
 
+    @R4.5 @R5.6
+    Scenario: A cancel while an approved plan waits in the queue leaves the session as the plan reads
+      Given the host will hold back the next approved execution
+      And the user approved the plan with permission mode auto
+      When the user cancels the turn
+      Then the cancel named no turn, and the queued execution either still waits or was interrupted, as the session reports
+
     @R4.5
     Scenario: An execution whose turn is cancelled as soon as it has started is interrupted
       Given the model will take its time to carry out the plan

@@ -391,6 +391,43 @@ def hold_next_execution(world: World) -> None:
     granted(world.rpc.arm_fault, "holdExecution")
 
 
+@then(
+    "the cancel named no turn, and the queued execution either still waits or was "
+    "interrupted, as the session reports"
+)
+@verifies("R4.5", "R5.6")
+def cancel_beside_queued_execution(world: World) -> None:
+    answered = world.outcome.require_result()
+    assert answered.get("turnId") is None, (
+        f"the cancel answered {answered}: no turn was active while the execution was queued"
+    )
+    approved = need(world.plan.approved, "approve result")["approval"]
+    granted(world.rpc.list_sessions)  # a round trip: whatever the cancel set going shows
+    approval = read_back(world)
+    state = approval["executionState"]
+    session = read_session(world)
+    if state == "queued":
+        assert session["activeExecutionId"] == approved["executionId"], (
+            f"the execution still waits in the queue, but the session reports {session}"
+        )
+        return
+    assert state == "interrupted", (
+        f"a cancel beside a queued execution left it {state}: it still waits, or a host that "
+        "ends it with the cancel marks it interrupted"
+    )
+    assert session["activeExecutionId"] is None and session["activeTurnId"] is None, (
+        f"the cancelled execution was interrupted, but the session still reports {session}"
+    )
+    announced = [
+        n["params"]["executionState"]
+        for n in world.notifications("execution/updated", world.cursors.approve)
+        if n["params"]["executionId"] == approved["executionId"]
+    ]
+    assert announced and announced[-1] == "interrupted", (
+        f"the execution was interrupted by the cancel but announced as {announced}"
+    )
+
+
 @then("the approved plan is still queued and nothing of it has started")
 @verifies("C8")
 def still_held(world: World) -> None:

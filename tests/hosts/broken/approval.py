@@ -864,6 +864,28 @@ def _approval_session_filled_in_when_unknown() -> None:
         patch(Host, name, filled_in(getattr(Host, name)))
 
 
+@variant("cancel-ends-queued-execution-session-still-busy")
+def _cancel_ends_queued_execution_session_still_busy() -> None:
+    # R4.5 / R5.6: a cancel beside a queued execution interrupts it (the host's choice),
+    # recording and announcing it interrupted, but the session's own record of the active
+    # execution is left as it was: the session still reports it, and refuses changes.
+    session_cancel = Host.session_cancel
+
+    async def cancel(self: Host, params: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = await session_cancel(self, params)
+        session_id = params["sessionId"]
+        execution_id = self.activity_of(session_id).active_execution_id
+        if result["turnId"] is None and execution_id:
+            for row in await self.storage.list_approvals(session_id):
+                if row.execution_id == execution_id and row.execution_state == "queued":
+                    ended = replace(row, execution_state="interrupted")
+                    await self.storage.update_approval(ended)
+                    self.approvals._notify_execution(ended, None)
+        return result
+
+    patch(Host, "session_cancel", cancel)
+
+
 CASES = [
     BrokenCase(
         "execution-update-without-turn",
@@ -1295,5 +1317,12 @@ CASES = [
         "P34",
         "expected the host to refuse",
         label="read",
+    ),
+    BrokenCase(
+        "cancel-ends-queued-execution-session-still-busy",
+        "execution",
+        "waits_in_the_queue",
+        "R4.5",
+        "but the session still reports",
     ),
 ]
