@@ -11,7 +11,6 @@ no thread and touches no file, so every interleaving can be tested by feeding by
 from __future__ import annotations
 
 import itertools
-import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,10 +21,10 @@ from conformance.contract import (
     ContractChecker,
     Direction,
     Violation,
-    dumps,
     is_compact,
     parse_line,
 )
+from conformance.request_spelling import spell, spelling_for
 
 __all__ = [
     "Closed",
@@ -260,9 +259,7 @@ class Connection:
         if key in self._pending:
             raise HarnessError(f"request id {key!r} is already waiting for its response")
         try:
-            text = dumps(message)
-            if ascii_only:
-                text = json.dumps(json.loads(text), separators=(",", ":"))
+            text = spell(message, spelling_for(message.get("id")), ascii_only=ascii_only)
             data = (text + "\n").encode("utf-8")
         except (TypeError, ValueError) as exc:
             raise HarnessError(f"the harness built a message that is not JSON: {exc}") from exc

@@ -65,6 +65,7 @@ Feature: Malformed input
         | zero and a negative number                 |
         | the largest integer every client can hold  |
         | numbers that do not start at one           |
+        | text longer than any id the host makes     |
 
     @P1
     Scenario: An identifier used again once its request was answered gets a fresh answer
@@ -206,6 +207,7 @@ Feature: Malformed input
         | a model name of absurd length                       |
         | a prompt holding half of a surrogate pair           |
         | a task name holding half of a surrogate pair        |
+        | a task name holding half of a surrogate pair, escaped in capitals |
         | a scheduled time with a fraction of a millisecond   |
         | a mode given as null                                |
         | a provider with a member of its own                 |
@@ -225,6 +227,7 @@ Feature: Malformed input
         | value                                                      |
         | a scheduled time at the last representable date            |
         | a task name of the longest length in letters beyond ASCII  |
+        | a task name of the longest length in characters beyond the BMP |
         | a clock setting at the latest moment the clock may reach   |
         | a clock move to the latest moment the clock may reach      |
         | a provider address on port zero                            |

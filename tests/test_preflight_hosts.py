@@ -114,6 +114,21 @@ HOSTS = [
         ('the line: \'{"jsonrpc"', "cannot lock the data directory"),
     ),
     BadHost(
+        # a held-out host (tests/hosts/broken/heldout_client_side.py) that looks for the
+        # compact "jsonrpc":"2.0" in the raw line: the preflight's request is spaced
+        "reads-only-compact-requests",
+        _script(
+            "compact_only.py",
+            f"""
+            import os, sys
+            serve = {str(Path(__file__).resolve().parent / "hosts" / "serve.py")!r}
+            variant = "cs-jsonrpc-raw-text-match"
+            os.execv(sys.executable, [sys.executable, serve, variant, *sys.argv[1:]])
+            """,
+        ),
+        ("the host refused initialize for protocol version 9: INVALID_REQUEST",),
+    ),
+    BadHost(
         "command-not-found",
         lambda folder: "no-such-conformance-host --serve",
         ("--host-cmd", "'no-such-conformance-host' was not found on PATH"),

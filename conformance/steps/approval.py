@@ -331,9 +331,13 @@ def approve(world: World, mode: str) -> Outcome:
 
 
 @when(parsers.parse("the user approves the plan with permission mode {mode}"))
-@given(parsers.parse("the user approved the plan with permission mode {mode}"))
 def approve_step(world: World, mode: str) -> None:
     approve(world, mode)
+
+
+@given(parsers.parse("the user approved the plan with permission mode {mode}"))
+def approved_step(world: World, mode: str) -> None:
+    approve(world, mode).require_result()  # a refusal is the host's failure, not the harness's
 
 
 @given(parsers.parse('the revised plan titled "{title}" is the one awaiting approval'))

@@ -8,7 +8,6 @@ the client registered; ``world.wire.unmatched_mark`` says where the scenario's s
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -16,6 +15,7 @@ from pytest_bdd import given, parsers, then, when
 
 from conformance.blame import blame, verifies
 from conformance.failures import clip
+from conformance.request_spelling import spell, spelling_for
 from conformance.steps.requests import granted, listing, plain
 from conformance.world import Outcome, World, need
 from pi_contract import PROTOCOL_VERSION, error_catalog
@@ -42,8 +42,10 @@ def connected_client(world: World) -> None:
 
 
 def raw_line(message: Any) -> bytes:
-    """``message`` as one request line, ASCII-escaped so that any string can travel."""
-    return json.dumps(message, ensure_ascii=True, separators=(",", ":")).encode() + b"\n"
+    """``message`` as one request line, ASCII-escaped so that any string can travel, in the
+    spelling its id chooses (``conformance/request_spelling.py``)."""
+    spelling = spelling_for(message.get("id") if isinstance(message, dict) else None)
+    return spell(message, spelling, ascii_only=True).encode() + b"\n"
 
 
 def send_lines(world: World, data: bytes, *request_ids: Any) -> None:
@@ -69,11 +71,17 @@ def every_answer(world: World, expected: int) -> list[dict[str, Any]]:
     return list(world.rpc.unmatched[world.wire.unmatched_mark :])
 
 
-def exchange(world: World, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    """Send one request as a raw line and return its answer (also as the outcome)."""
+def exchange(
+    world: World, method: str, params: dict[str, Any], spelling: int | None = None
+) -> dict[str, Any]:
+    """Send one request as a raw line (in ``spelling``, or the one its id chooses) and
+    return its answer (also as the outcome)."""
     request_id = RAW_ID_BASE + len(world.rpc.unmatched)
     message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-    send_lines(world, raw_line(message), request_id)
+    line = raw_line(message)
+    if spelling is not None:
+        line = spell(message, spelling, ascii_only=True).encode() + b"\n"
+    send_lines(world, line, request_id)
     answer = raw_answers(world)[0]
     world.outcome = Outcome.from_response(method, answer)
     if "error" in answer:
@@ -416,6 +424,7 @@ _IDENTIFIERS: Final[dict[str, tuple[Any, Any]]] = {
     "zero and a negative number": (0, -1),
     "the largest integer every client can hold": (2**53 - 1, 2**53 - 2),
     "numbers that do not start at one": (1000, 1001),
+    "text longer than any id the host makes": ("r" * 300, "\u00e9" * 1000),
 }
 
 
@@ -696,6 +705,10 @@ def _out_of_range(world: World) -> dict[str, tuple[str, dict[str, Any]]]:
             "task/create",
             _task_params(world, name="Nightly \udfff check"),
         ),
+        "a task name holding half of a surrogate pair, escaped in capitals": (
+            "task/create",
+            _task_params(world, name="Nightly \ud800 check"),
+        ),
         "a scheduled time with a fraction of a millisecond": (
             "task/create",
             _task_params(world, runAt=1_900_000_000_000.5),
@@ -732,6 +745,7 @@ def _at_the_edge(world: World) -> dict[str, tuple[str, dict[str, Any], str, dict
     """Requests at the very edge of what the schemas allow: (method, params, the member of
     the answer that holds what was given, "" for the answer itself, what it must read)."""
     name = "\u00e9" * 200  # 200 characters, 400 bytes: lengths count characters
+    wide = "\U0001f680" * 200  # 200 characters, 400 UTF-16 code units, 800 bytes
     now = granted(world.rpc.clock_get).now
     provider = {"baseUrl": "http://127.0.0.1:0/v1", "model": "mock-model"}
     return {
@@ -746,6 +760,12 @@ def _at_the_edge(world: World) -> dict[str, tuple[str, dict[str, Any], str, dict
             _task_params(world, name=name),
             "task",
             {"name": name},
+        ),
+        "a task name of the longest length in characters beyond the BMP": (
+            "task/create",
+            _task_params(world, name=wide),
+            "task",
+            {"name": wide},
         ),
         "a clock setting at the latest moment the clock may reach": (
             "conformance/clock/set",
@@ -798,9 +818,10 @@ def submit_out_of_range(world: World, value: str) -> None:
     assert value in requests, f"no out-of-range request called {value!r}"
     method, params = requests[value]
     world.wire.held_before = held(world)
-    exchange(world, method, params)
+    exchange(world, method, params, _CAPITAL_ESCAPES if "escaped in capitals" in value else None)
 
 
+_CAPITAL_ESCAPES: Final = 2  # the spelling that writes escapes in upper-case hex
 NEVER_MADE: Final = "ses_never_made_by_this_host"  # a session id no host has made
 _FOR_UNKNOWN_SESSION: Final = {
     "the session": ("session/get", {}),
