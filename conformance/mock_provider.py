@@ -484,7 +484,7 @@ class MockProvider:
         if isinstance(reply, ToolCallsReply):
             text += reply.text_after
         if not streaming:
-            payload = json.dumps(completion.whole(text, calls)).encode()
+            payload = json.dumps(completion.whole(text, calls, parts=framing.text_parts)).encode()
             if isinstance(reply, CutStreamReply):
                 resp.content_length = len(payload)
                 await resp.prepare(request)
@@ -811,12 +811,16 @@ class _Completion:
         for piece in _pieces(arguments, size):
             yield self.chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
 
-    def whole(self, text: str, calls: list[tuple[str, str, str]]) -> dict[str, Any]:
-        """The non-streaming ``chat.completion`` object."""
-        message: dict[str, Any] = {
-            "role": "assistant",
-            "content": text if text or not calls else None,
-        }
+    def whole(
+        self, text: str, calls: list[tuple[str, str, str]], *, parts: bool = False
+    ) -> dict[str, Any]:
+        """The non-streaming ``chat.completion`` object; with ``parts`` its text comes as an
+        array of two text parts (Chat Completions allows either)."""
+        content: Any = text if text or not calls else None
+        if parts and text:
+            half = len(text) // 2
+            content = [{"type": "text", "text": piece} for piece in (text[:half], text[half:])]
+        message: dict[str, Any] = {"role": "assistant", "content": content}
         if calls:
             message["tool_calls"] = [
                 {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}

@@ -34,10 +34,14 @@ class Framing:
     empty_choices_first: bool = False  # a chunk without choices opens the stream
     usage_last: bool = False  # a usage chunk without choices closes it, asked for or not
     merge_pieces: bool = False  # text beside a call's first piece; a last piece in the finish
+    calls_end_in_stop: bool = False  # an answer with calls ends "stop", not "tool_calls"
+    text_parts: bool = False  # a whole (not streamed) answer's text as an array of parts
 
     def reshape(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """``events`` (chat.completion.chunk objects) in this framing's arrangement."""
         shaped = _merged(events) if self.merge_pieces else list(events)
+        if self.calls_end_in_stop:
+            shaped = [_stopped(event) for event in shaped]
         if not shaped:
             return shaped
         envelope = {key: value for key, value in shaped[0].items() if key != "choices"}
@@ -79,15 +83,18 @@ FRAMINGS: Final = (
         split_writes=True,
         empty_choices_first=True,
         merge_pieces=True,
+        text_parts=True,
     ),
     Framing(
-        "CR, data lines without a space, spread over two lines, a usage chunk",
+        "CR, data lines without a space, spread over two lines, a usage chunk, calls end in stop",
         line_end="\r",
         data_prefix="data:",
         raw_utf8=True,
         two_data_lines=True,
         usage_last=True,
         merge_pieces=True,
+        calls_end_in_stop=True,
+        text_parts=True,
     ),
 )
 
@@ -118,6 +125,13 @@ def _delta(event: dict[str, Any]) -> dict[str, Any] | None:
 
 def _with_delta(event: dict[str, Any], delta: dict[str, Any]) -> dict[str, Any]:
     return {**event, "choices": [{**event["choices"][0], "delta": delta}]}
+
+
+def _stopped(event: dict[str, Any]) -> dict[str, Any]:
+    choices = event.get("choices")
+    if not choices or choices[0].get("finish_reason") != "tool_calls":
+        return event
+    return {**event, "choices": [{**choices[0], "finish_reason": "stop"}]}
 
 
 def _merged(events: list[dict[str, Any]]) -> list[dict[str, Any]]:

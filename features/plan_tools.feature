@@ -75,6 +75,8 @@ Feature: What the agent may do while planning
         | mcp__files__save      | TOOL_DENIED  |
         | plugin__notes__append | TOOL_DENIED  |
         | TeleportFiles         | UNKNOWN_TOOL |
+        | read                  | UNKNOWN_TOOL |
+        | WRITE                 | UNKNOWN_TOOL |
 
   Rule: Plan is the same agent as Agent, in a planning state (§1)
 

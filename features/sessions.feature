@@ -327,12 +327,19 @@ Feature: Sessions and their configuration
   Rule: The model's own words are part of the conversation (§1)
 
     @R1.3
-    Scenario: What the model says beside its tool calls stays in the conversation
+    Scenario Outline: What the model says beside its tool calls stays in the conversation (streamed <style>)
       Given the project has a file "notes.txt" containing "original"
       And a session for the project with permission mode auto
+      And the model provider streams its answers <style>
       And the model will say "Let me read the notes first." while reading "notes.txt", then answer
       When the user sends a prompt
       Then the model was given its own words "Let me read the notes first." again with its Read call
+
+      Examples:
+        | style                                                              |
+        | as plain events                                                    |
+        | with CR LF line ends, comments and characters split between writes |
+        | with CR line ends and events spread over two data lines            |
 
     @P31
     Scenario Outline: What the model says beside its tool calls is shown to the user (streamed <style>)

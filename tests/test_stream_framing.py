@@ -77,7 +77,10 @@ def test_every_framing_carries_the_same_answer() -> None:
         answers = {framing.name: _answer(_stream(provider, framing)) for framing in FRAMINGS}
     plain = answers[PLAIN.name]
     assert plain[0] == TEXT and len(plain[1]) == 2 and plain[2] == ["tool_calls"]
-    assert all(answer == plain for answer in answers.values()), answers
+    assert all(answer[:2] == plain[:2] for answer in answers.values()), answers
+    finishes = {framing.name: answers[framing.name][2] for framing in FRAMINGS}
+    for framing in FRAMINGS:  # some providers end an answer with calls in "stop"
+        assert finishes[framing.name] == (["stop"] if framing.calls_end_in_stop else ["tool_calls"])
 
 
 def test_the_framings_differ_where_they_claim_to() -> None:

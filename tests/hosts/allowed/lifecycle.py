@@ -222,7 +222,9 @@ async def _complete_whole(
     try:  # an answer that is not the JSON of a whole completion is the provider's failure
         choice = response.json()["choices"][0]
         message = choice["message"]
-        text = message.get("content") or ""
+        content = message.get("content") or ""
+        # content may be a string or an array of text parts, joined in order
+        text = content if isinstance(content, str) else "".join(p["text"] for p in content)
         calls = tuple(
             provider_client.ToolCall(c["id"], c["function"]["name"], c["function"]["arguments"])
             for c in message.get("tool_calls") or []
