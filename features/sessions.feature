@@ -150,6 +150,18 @@ Feature: Sessions and their configuration
       Then the request is refused with SHELL_NOT_FOUND
       And the session's configuration is unchanged
 
+    @R5.6 @P4
+    Scenario Outline: A change that names an unknown shell beside the <setting> changes nothing
+      Given a session for the project
+      When the user changes the <setting> and selects a shell called "no-such-shell" in one request
+      Then the request is refused with SHELL_NOT_FOUND
+      And nothing the host holds has changed
+
+      Examples:
+        | setting         |
+        | mode            |
+        | model           |
+
   Rule: Every session is listed as it is reported on its own (§7)
 
     @R7.2

@@ -21,7 +21,7 @@ from conformance.drivers import DUMMY_API_KEY
 from conformance.messages import answer_to_call
 from conformance.mock_provider import CutStreamReply, HttpErrorReply, RawStreamReply, TextReply
 from conformance.protocol_models import Mode, PermissionMode, ProviderConfig, TranscriptEntry
-from conformance.steps.common import unchecked
+from conformance.steps.common import held, unchecked
 from conformance.steps.model import script_calls, tool_call
 from conformance.steps.requests import (
     announced_alike,
@@ -456,6 +456,17 @@ def new_setting(world: World, setting: str, alias: str = "main") -> dict[str, An
 @when(parsers.parse("the user changes the {setting} of the session"))
 def change_setting(world: World, setting: str, alias: str = "main") -> None:
     _change(world, new_setting(world, setting, alias), alias)
+
+
+@when(
+    parsers.parse(
+        'the user changes the {setting} and selects a shell called "{name}" in one request'
+    )
+)
+def change_with_unknown_shell(world: World, setting: str, name: str) -> None:
+    changes = {**new_setting(world, setting), "shellId": name}
+    world.wire.held_before = held(world)
+    unchecked(world, "session/configure", {"sessionId": session_id(world), **changes})
 
 
 @when(parsers.parse("the user changes the {first} and the {second} of the session in one request"))

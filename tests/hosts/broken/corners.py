@@ -207,6 +207,27 @@ def _plan_commands_never_ask() -> None:
     patch(TurnRunner, "_run_call", _run_call)
 
 
+@variant("configure-applies-settings-before-the-shell")
+def _configure_applies_settings_before_the_shell() -> None:
+    # A refused request changes nothing: this host stores the other settings of a
+    # session/configure first, then finds its shell unknown and refuses the request, so the
+    # session keeps a change the user was told did not happen.
+    from reference_host import host as host_module
+
+    configure = Host.session_configure
+
+    async def session_configure(self: Host, params: dict[str, Any]) -> dict[str, Any]:
+        shell = params.get("shellId")
+        if shell is not None and host_module.shells.find(shell) is None:
+            others = {k: v for k, v in params.items() if k != "shellId"}
+            if len(others) > 1:
+                await configure(self, others)
+        result: dict[str, Any] = await configure(self, params)
+        return result
+
+    patch(Host, "session_configure", session_configure)
+
+
 CASES = [
     BrokenCase(
         "question-ids-restart-with-the-process",
@@ -263,5 +284,12 @@ CASES = [
         "while_planning_waits",
         "P7",
         "Bash ran without asking for permission",
+    ),
+    BrokenCase(
+        "configure-applies-settings-before-the-shell",
+        "sessions",
+        "names_an_unknown_shell_beside",
+        "P4",
+        "a refused request changed",
     ),
 ]
