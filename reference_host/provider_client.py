@@ -14,14 +14,14 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from reference_host.sse import sse_lines
+
 # httpx imports its command-line client (click, rich, pygments) along with itself whenever
 # those happen to be installed, which doubles its import time; the host never uses that
 # client, and a None entry makes httpx fall back to its stub.
 sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
 import httpx  # noqa: E402
-
-from reference_host.sse import sse_lines  # noqa: E402
 
 __all__ = [
     "AssistantReply",

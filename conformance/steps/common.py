@@ -41,10 +41,11 @@ def connected_client(world: World) -> None:
 # -- raw lines ----------------------------------------------------------------------------
 
 
-def raw_line(message: Any) -> bytes:
-    """``message`` as one request line, ASCII-escaped so that any string can travel, in the
-    spelling its id chooses (``conformance/request_spelling.py``)."""
-    spelling = spelling_for(message.get("id") if isinstance(message, dict) else None)
+def raw_line(message: Any, spelling: int | None = None) -> bytes:
+    """``message`` as one request line, ASCII-escaped so that any string can travel, in
+    ``spelling`` or the one its id chooses (``conformance/request_spelling.py``)."""
+    if spelling is None:
+        spelling = spelling_for(message.get("id") if isinstance(message, dict) else None)
     return spell(message, spelling, ascii_only=True).encode() + b"\n"
 
 
@@ -78,10 +79,7 @@ def exchange(
     return its answer (also as the outcome)."""
     request_id = RAW_ID_BASE + len(world.rpc.unmatched)
     message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-    line = raw_line(message)
-    if spelling is not None:
-        line = spell(message, spelling, ascii_only=True).encode() + b"\n"
-    send_lines(world, line, request_id)
+    send_lines(world, raw_line(message, spelling), request_id)
     answer = raw_answers(world)[0]
     world.outcome = Outcome.from_response(method, answer)
     if "error" in answer:
