@@ -21,7 +21,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Final, TypeAlias
@@ -30,7 +30,7 @@ from aiohttp import web
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from conformance.stream_framing import PLAIN, Framing, framing_for
+from conformance.stream_framing import Framing, framing_for
 
 __all__ = [
     "MAX_PIECES",
@@ -515,19 +515,24 @@ class MockProvider:
         stall: asyncio.Future[bool] | None,
         framing: Framing,
     ) -> None:
-        """Send ``reply`` as server-sent events, one write per uninterrupted batch; a whole
-        answer (not held, not cut off) in ``framing``."""
+        """Send ``reply`` as server-sent events in ``framing``, one write per uninterrupted
+        batch (unless the framing splits them)."""
+        opening = True
         if isinstance(reply, StallReply):
-            framing = PLAIN  # its prefix is written before the rest is known
-            await resp.write(_sse(completion.text_chunks(reply.prefix, len(reply.prefix))))
+            # The prefix goes out before the rest is known: it is framed on its own.
+            prefix = list(completion.text_chunks(reply.prefix, len(reply.prefix)))
+            for piece in framing.writes(framing.reshape(prefix, closing=False), done=False):
+                await resp.write(piece)
             if stall is None or not await stall:
                 _abort(request)
                 return
+            opening = False
             events = list(completion.text_chunks(reply.suffix, len(reply.suffix), first=False))
         else:
             events = list(completion.text_chunks(reply.text, reply.chunk_size))
             if isinstance(reply, CutStreamReply):
-                await resp.write(_sse(events))
+                for piece in framing.writes(framing.reshape(events, closing=False), done=False):
+                    await resp.write(piece)
                 _abort(request)
                 return
         # Several calls stream interleaved, one piece of each in turn: each piece names its
@@ -545,7 +550,7 @@ class MockProvider:
         options = body.get("stream_options")
         if isinstance(options, dict) and options.get("include_usage") is True:
             events.append(completion.usage_chunk())
-        for piece in framing.writes(framing.reshape(events), done=True):
+        for piece in framing.writes(framing.reshape(events, opening=opening), done=True):
             await resp.write(piece)
         await resp.write_eof()
 
@@ -761,11 +766,6 @@ def _pieces(text: str, size: int) -> Iterator[str]:
     step = max(1, size, -(-len(text) // MAX_PIECES))
     for start in range(0, len(text), step):
         yield text[start : start + step]
-
-
-def _sse(chunks: Iterable[dict[str, Any]]) -> bytes:
-    """``chunks`` as server-sent ``data:`` events."""
-    return "".join(f"data: {json.dumps(c, separators=(',', ':'))}\n\n" for c in chunks).encode()
 
 
 @dataclass(frozen=True)

@@ -37,17 +37,21 @@ class Framing:
     calls_end_in_stop: bool = False  # an answer with calls ends "stop", not "tool_calls"
     text_parts: bool = False  # a whole (not streamed) answer's text as an array of parts
 
-    def reshape(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """``events`` (chat.completion.chunk objects) in this framing's arrangement."""
+    def reshape(
+        self, events: list[dict[str, Any]], *, opening: bool = True, closing: bool = True
+    ) -> list[dict[str, Any]]:
+        """``events`` (chat.completion.chunk objects) in this framing's arrangement; an
+        answer sent in parts (held, or cut off) reshapes its first part with ``closing``
+        false and the rest with ``opening`` false."""
         shaped = _merged(events) if self.merge_pieces else list(events)
         if self.calls_end_in_stop:
             shaped = [_stopped(event) for event in shaped]
         if not shaped:
             return shaped
         envelope = {key: value for key, value in shaped[0].items() if key != "choices"}
-        if self.empty_choices_first:
+        if self.empty_choices_first and opening:
             shaped.insert(0, {**envelope, "choices": [], "prompt_filter_results": []})
-        if self.usage_last and not any("usage" in event for event in shaped):
+        if self.usage_last and closing and not any("usage" in event for event in shaped):
             usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
             shaped.append({**envelope, "choices": [], "usage": usage})
         return shaped

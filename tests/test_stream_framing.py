@@ -4,13 +4,20 @@ standard reads server-sent events; scenarios meet every framing, the same way ea
 from __future__ import annotations
 
 import json
+import threading
 from collections import Counter
 from typing import Any
 
 import httpx
 import pytest
 
-from conformance.mock_provider import MockProvider, ScriptedToolCall, ToolCallsReply
+from conformance.mock_provider import (
+    CutStreamReply,
+    MockProvider,
+    ScriptedToolCall,
+    StallReply,
+    ToolCallsReply,
+)
 from conformance.stream_framing import FRAMINGS, PLAIN, Framing, framing_for
 from reference_host.sse import LineSplitter
 
@@ -120,3 +127,54 @@ def test_an_answer_with_a_usage_chunk_asked_for_keeps_one() -> None:
     ]
     shaped = FRAMINGS[2].reshape(events)
     assert sum("usage" in event for event in shaped) == 1
+
+
+@pytest.mark.parametrize("framing", FRAMINGS, ids=lambda framing: framing.name)
+def test_a_held_answer_is_framed_in_both_its_parts(framing: Framing) -> None:
+    """The part written before the hold and the rest after it are each in the framing,
+    and together carry the whole answer."""
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    received: list[bytes] = []
+    with MockProvider() as provider:
+        provider.frame_streams(framing)
+        provider.enqueue(StallReply(prefix="Caf\u00e9 ", suffix="\U0001f680 done", calls=CALLS))
+
+        def read() -> None:
+            url = f"{provider.base_url}/chat/completions"
+            received.append(httpx.post(url, json=body, timeout=5.0).content)
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        provider.wait_for_requests(1)
+        provider.release_stalls()
+        reader.join(5.0)
+    text, calls, finishes = _answer(received[0])
+    assert text == "Caf\u00e9 \U0001f680 done" and len(calls) == 2
+    assert finishes == (["stop"] if framing.calls_end_in_stop else ["tool_calls"])
+    if framing.line_end != "\n":
+        assert b"\n" not in received[0].replace(b"\r\n", b"")
+    assert received[0].count(b'"choices":[]') == (
+        framing.empty_choices_first + framing.usage_last
+    ), "a chunk without choices opens and closes the stream once each, not once a part"
+
+
+@pytest.mark.parametrize("framing", FRAMINGS, ids=lambda framing: framing.name)
+def test_a_cut_off_answer_is_framed_up_to_the_cut(framing: Framing) -> None:
+    with MockProvider() as provider:
+        provider.frame_streams(framing)
+        provider.enqueue(CutStreamReply("Caf\u00e9, then nothing", chunk_size=4))
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+        url = f"{provider.base_url}/chat/completions"
+        pieces: list[bytes] = []
+        with (
+            pytest.raises(httpx.RemoteProtocolError),
+            httpx.stream("POST", url, json=body, timeout=5.0) as response,
+        ):
+            pieces.extend(response.iter_raw())
+    events = _events(b"".join(pieces))
+    assert "[DONE]" not in events and events, events
+    chunks = [json.loads(event) for event in events]
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    assert text == "Caf\u00e9, then nothing"
+    if framing.line_end != "\n":
+        assert b"\n" not in b"".join(pieces).replace(b"\r\n", b"")
