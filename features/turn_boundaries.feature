@@ -269,6 +269,16 @@ Feature: One active turn, configuration only while idle
       And the session is idle
 
     @R5.1
+    Scenario: A cancel sent as the model's last answer arrives cancels the turn or comes too late, as its answer says
+      Given a session for the project
+      And the model takes its time before its last answer
+      And the user started a turn
+      When the model's last answer arrives and the user cancels the turn at once
+      Then the cancel's answer agrees with how the turn ended
+      And the session is idle
+      And the session takes a new prompt
+
+    @R5.1
     Scenario: A session's second cancelled turn is the one its cancel names
       Given a session for the project
       And the model takes its time to answer

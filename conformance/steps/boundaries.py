@@ -78,6 +78,11 @@ def _started(world: World, alias: str, text: str) -> str:
     return turn_id
 
 
+@given("the model takes its time before its last answer")
+def model_holds_last_answer(world: World) -> None:
+    world.provider.enqueue(StallReply(prefix="Almost ", suffix="done."))
+
+
 @given("the user started a turn")
 @when("the user starts a turn")
 def start_turn(world: World) -> None:
@@ -520,6 +525,40 @@ def cancel_names_this_turn(world: World) -> None:
         "cancel answers the id of the turn it cancels, also the session's second one"
     )
     _ended_as(world, turn, "cancelled")
+
+
+@when("the model's last answer arrives and the user cancels the turn at once")
+def cancel_as_answer_arrives(world: World) -> None:
+    turn, since = need(world.active_turn, "started turn"), world.mark()
+    world.provider.release_stalls()
+    # The provider has written the whole answer and the host has announced all of its
+    # text: the turn's work is done, or all but done.
+    world.provider.wait_until_idle(world.timeout)
+    world.wait_for("turn/text", lambda p: p["turnId"] == turn and "done." in p["text"], since)
+    world.attempt_typed(world.rpc.cancel, session_id(world))
+
+
+@then("the cancel's answer agrees with how the turn ended")
+@verifies("R5.1")
+def late_cancel_agrees(world: World) -> None:
+    turn = need(world.active_turn, "started turn")
+    answered = world.outcome.require_result().get("turnId")
+    ended = wait_turn_end(world, turn)["outcome"]
+    stored = _stored_turn(world, turn)["state"]
+    if answered == turn:
+        assert ended == stored == "cancelled", (
+            f"the cancel answered that it cancelled the turn {turn}, yet the turn ended "
+            f"{ended} and is stored {stored}: a cancel that names a turn ends it cancelled"
+        )
+    else:
+        assert answered is None, (
+            f"session/cancel answered turn {answered}, but the only turn was {turn}"
+        )
+        assert ended == stored == "completed", (
+            f"the cancel answered null (too late: the turn had finished its work), yet the "
+            f"turn ended {ended} and is stored {stored}: a cancel that comes too late leaves "
+            "the turn to end as it finished"
+        )
 
 
 @then("the turn ends")

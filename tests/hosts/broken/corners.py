@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 import json
+import weakref
 from dataclasses import replace
 from typing import Any, cast
 
@@ -228,6 +231,102 @@ def _configure_applies_settings_before_the_shell() -> None:
     patch(Host, "session_configure", session_configure)
 
 
+# The two hosts below count a turn as ending as soon as the model's last answer is in
+# (the turn's work is done) and record its end slowly (a bounded 0.3 s), so that a cancel
+# sent as that answer arrives meets the turn while it ends: the race a slower host (a
+# remote database) meets as a matter of course is certain here.
+_SLOW_END = 0.3
+
+
+def _ending_early_and_slowly() -> None:
+    ask = TurnRunner._ask_model
+
+    async def _ask_model(self: TurnRunner, *args: Any) -> Any:
+        reply = await ask(self, *args)
+        if not reply.tool_calls:
+            this = asyncio.current_task()
+            assert this is not None
+            self.closing.add(this)
+            await asyncio.sleep(_SLOW_END)
+        return reply
+
+    patch(TurnRunner, "_ask_model", _ask_model)
+
+
+@variant("late-cancel-claims-the-finished-turn")
+def _late_cancel_claims_the_finished_turn() -> None:
+    # R5.1: a cancel that arrives once the turn's work is done lets the turn end as it
+    # finished, as it must, but answers the id of the turn it found active, so the client
+    # is told it cancelled a turn that ends completed.
+    _ending_early_and_slowly()
+
+    async def cancel(self: TurnRunner, session_id: str) -> str | None:
+        task = self.tasks.get(session_id)
+        turn_id = self.host.activity_of(session_id).active_turn_id
+        if task is None or task.done():
+            return None
+        if task in self.closing:
+            await asyncio.shield(task)
+            return turn_id
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return turn_id
+
+    patch(TurnRunner, "cancel", cancel)
+
+
+@variant("late-cancel-announces-a-finished-turn-cancelled")
+def _late_cancel_announces_a_finished_turn_cancelled() -> None:
+    # R5.1: a cancel that arrives while a finished turn's end is being recorded answers
+    # null (too late) and the turn is stored completed, but the turn/ended announcement is
+    # built from the in-memory turn, which the cancel had flagged: the client is told the
+    # turn was cancelled and that nothing was.
+    late: weakref.WeakKeyDictionary[TurnRunner, set[str]] = weakref.WeakKeyDictionary()
+    cancel = TurnRunner.cancel
+
+    async def cancel_turn(self: TurnRunner, session_id: str) -> str | None:
+        task = self.tasks.get(session_id)
+        if task is not None and task in self.closing:
+            late.setdefault(self, set()).add(session_id)
+        return await cancel(self, session_id)
+
+    async def _end(
+        self: TurnRunner,
+        session_id: str,
+        turn_id: str,
+        approval: ApprovalRow | None,
+        on_end: Any,
+        outcome: str,
+        error: HostError | None,
+    ) -> None:
+        host = self.host
+        await host.storage.end_turn(turn_id, outcome, host.clock.now_ms())
+        if approval is not None:
+            final: Any = "completed" if outcome == "completed" else "interrupted"
+            await host.approvals.execution_finished(approval.id, final)
+        if on_end is not None:
+            await on_end(outcome, error)
+        host.set_activity(session_id, active_turn_id=None)
+        if session_id in late.get(self, set()):
+            late[self].discard(session_id)
+            outcome, error = "cancelled", HostError("TURN_CANCELLED", "the turn was cancelled")
+        host.notify(
+            "turn/ended",
+            {
+                "sessionId": session_id,
+                "turnId": turn_id,
+                "outcome": outcome,
+                "error": error.to_data() if error else None,
+            },
+        )
+        await host.publish_session(session_id)
+
+    patch(TurnRunner, "cancel", cancel_turn)
+    patch(TurnRunner, "_end", _end)
+    _ending_early_and_slowly()
+
+
 CASES = [
     BrokenCase(
         "question-ids-restart-with-the-process",
@@ -291,5 +390,19 @@ CASES = [
         "names_an_unknown_shell_beside",
         "P4",
         "a refused request changed",
+    ),
+    BrokenCase(
+        "late-cancel-claims-the-finished-turn",
+        "turn_boundaries",
+        "last_answer_arrives_cancels",
+        "R5.1",
+        "a cancel that names a turn ends it cancelled",
+    ),
+    BrokenCase(
+        "late-cancel-announces-a-finished-turn-cancelled",
+        "turn_boundaries",
+        "last_answer_arrives_cancels",
+        "R5.1",
+        "a cancel that comes too late leaves the turn to end as it finished",
     ),
 ]
