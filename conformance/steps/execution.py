@@ -298,11 +298,7 @@ def answer_unknown(world: World) -> None:
 def approve_follow_up(world: World, title: str, mode: str) -> None:
     first = need(world.plan.approved, "approved plan")["approval"]
     world.plan.earlier_approval = first
-    note = world.wait_for(
-        "approval/updated",
-        lambda p: p["approval"]["title"] == title and p["approval"]["status"] == "pending",
-        since=world.cursors.approve,
-    )
+    note = _submitted_in_execution(world, title, first["executionId"])
     world.plan.approval = note["approval"]
     world.plan.at_creation = dict(note["approval"])
     outcome = approve(world, mode)
@@ -315,6 +311,40 @@ def approve_follow_up(world: World, title: str, mode: str) -> None:
         turn = _execution_turn_of(world, first["executionId"])
         world.wait_for("turn/ended", lambda p: p["turnId"] == turn, since=0)
         approve(world, mode)
+
+
+def _submitted_in_execution(world: World, title: str, execution_id: str) -> dict[str, Any]:
+    """The pending ``approval/updated`` of the plan the execution submits; fails at once,
+    naming the call's result, when the execution's turn ends without it."""
+
+    def submitted_or_over(params: dict[str, Any]) -> bool:
+        if "approval" in params:
+            approval = params["approval"]
+            return bool(approval["title"] == title and approval["status"] == "pending")
+        executions = {
+            n["params"]["turnId"]
+            for n in world.notifications("turn/started", world.cursors.approve)
+            if n["params"].get("executionId") == execution_id
+        }
+        return params["turnId"] in executions
+
+    found = world.wait_for_any(
+        ("approval/updated", "turn/ended"), submitted_or_over, since=world.cursors.approve
+    )
+    if found["method"] == "approval/updated":
+        submitted: dict[str, Any] = found["params"]
+        return submitted
+    turn = found["params"]["turnId"]
+    results = [
+        n["params"]
+        for n in world.notifications("turn/toolResult", world.cursors.approve)
+        if n["params"]["turnId"] == turn
+    ]
+    raise AssertionError(
+        f"the execution's turn {turn} ended {found['params']['outcome']} without submitting "
+        f'the plan "{title}" the model made in it (a plan made while carrying out another '
+        f"waits for the user: R4.9); its tool results: {results}"
+    )
 
 
 def _execution_turn_of(world: World, execution_id: str) -> str:

@@ -327,6 +327,24 @@ def _late_cancel_announces_a_finished_turn_cancelled() -> None:
     _ending_early_and_slowly()
 
 
+@variant("plan-refused-during-an-execution")
+def _plan_refused_during_an_execution() -> None:
+    # R4.9: a plan the model submits while carrying out another is refused (the tool call
+    # gets EXECUTION_ACTIVE), as if one execution at a time also meant one plan at a time;
+    # the plan never waits for the user.
+    submit = Approvals.submit
+
+    async def submit_unless_executing(
+        self: Approvals, session: SessionRow, turn_id: str, args: dict[str, Any]
+    ) -> ApprovalRow:
+        running = self.host.activity_of(session.id).active_execution_id
+        if running is not None:
+            raise HostError("EXECUTION_ACTIVE", "an execution is running", {"executionId": running})
+        return await submit(self, session, turn_id, args)
+
+    patch(Approvals, "submit", submit_unless_executing)
+
+
 CASES = [
     BrokenCase(
         "question-ids-restart-with-the-process",
@@ -404,5 +422,12 @@ CASES = [
         "last_answer_arrives_cancels",
         "R5.1",
         "a cancel that comes too late leaves the turn to end as it finished",
+    ),
+    BrokenCase(
+        "plan-refused-during-an-execution",
+        "execution",
+        "plan_made_during_an_execution_is_carried_out_after",
+        "R4.9",
+        "without submitting the plan",
     ),
 ]
