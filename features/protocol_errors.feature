@@ -68,6 +68,16 @@ Feature: Malformed input
         | text longer than any id the host makes     |
 
     @P1
+    Scenario Outline: An integer identifier beyond what every client can hold is answered exactly or refused (<identifier>)
+      When the client sends two requests identified by <identifier>
+      Then each answer carries the identifier of its request, or refuses the request without one
+
+      Examples:
+        | identifier                                          |
+        | integers one past the largest every client can hold |
+        | integers of twenty digits                           |
+
+    @P1
     Scenario: An identifier used again once its request was answered gets a fresh answer
       Given the client read the session under an identifier of its choosing
       And the user switched the session to Plan mode

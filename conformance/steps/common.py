@@ -423,6 +423,8 @@ _IDENTIFIERS: Final[dict[str, tuple[Any, Any]]] = {
     "the largest integer every client can hold": (2**53 - 1, 2**53 - 2),
     "numbers that do not start at one": (1000, 1001),
     "text longer than any id the host makes": ("r" * 300, "\u00e9" * 1000),
+    "integers one past the largest every client can hold": (2**53 + 1, -(2**53 + 1)),
+    "integers of twenty digits": (12345678901234567891, -98765432109876543211),
 }
 
 
@@ -453,6 +455,33 @@ def answers_carry_ids(world: World) -> None:
         assert matching, f"no answer carries the identifier {request_id!r}; answers: {found}"
     refused = [a for a in answers if "error" in a]
     assert not refused, f"the host refused requests for their identifiers: {refused}"
+
+
+@then("each answer carries the identifier of its request, or refuses the request without one")
+@verifies("P1")
+def answers_carry_ids_or_refuse(world: World) -> None:
+    sent = world.wire.sent
+    answers = every_answer(world, len(sent))
+    assert len(answers) == len(sent), (
+        f"the host answered {len(answers)} lines instead of {len(sent)}: {answers}"
+    )
+    served = []
+    for answer in answers:
+        if "error" in answer:
+            code = (answer["error"].get("data") or {}).get("code")
+            assert answer.get("id") is None and code in ("PARSE_ERROR", "INVALID_REQUEST"), (
+                "a request whose integer id a host cannot hold is refused with PARSE_ERROR or "
+                f'INVALID_REQUEST and "id": null, never answered another way: {answer}'
+            )
+            continue
+        served.append(answer.get("id"))
+    for found in served:
+        assert any(found == request_id and type(found) is int for request_id in sent), (
+            f"an answer carries the identifier {found!r}, but the requests carried {sent!r}: "
+            "a host that cannot hold an integer id exactly refuses the request instead of "
+            "answering under a rounded one"
+        )
+    assert len(set(served)) == len(served), f"two answers carry one identifier: {answers}"
 
 
 def _read_session_as(world: World, request_id: int) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,23 @@ def _numbers_as_invalid_params() -> None:
     patch(Dispatcher, "handle", handle)
 
 
+@variant("unsafe-integer-ids-refused")
+def _unsafe_integer_ids_refused() -> None:
+    # A host that reads JSON numbers as doubles (JavaScript's JSON.parse) and so refuses an
+    # integer id it cannot hold exactly, past 2^53 - 1, as an invalid request with a null id.
+    original: Callable[[str], Any] = vars(rpc)["loads"]
+
+    def loads(text: str) -> Any:
+        message = original(text)
+        if isinstance(message, dict):
+            request_id = message.get("id")
+            if type(request_id) is int and abs(request_id) > 2**53 - 1:
+                message["id"] = 0.5  # what the host holds is no valid id: INVALID_REQUEST
+        return message
+
+    patch(rpc, "loads", loads)
+
+
 @variant("invalid-request-without-id")
 def _invalid_request_without_id() -> None:
     # An invalid request is answered with a null id even when its id could be read.
@@ -126,6 +144,12 @@ CASES = [
         "protocol_errors",
         "number_the_host_cannot_hold",
         why="an unrepresentable number may get INVALID_PARAMS instead of PARSE_ERROR",
+    ),
+    AllowedCase(
+        "unsafe-integer-ids-refused",
+        "protocol_errors",
+        "identifier",
+        why="an integer id the host cannot hold exactly may be refused with a null id",
     ),
     AllowedCase(
         "invalid-request-without-id",
