@@ -236,6 +236,22 @@ Feature: Sessions are isolated from each other
         | read    | read     |
 
     @R5.9
+    Scenario Outline: A plan its own session has read and opened still cannot be <done> through another session
+      Given a plan titled "Mine" is awaiting approval
+      And the user read and opened the plan through its own session
+      When the user tries to <action> the plan through the second session
+      Then the request is refused with APPROVAL_NOT_FOUND
+      And the plan still awaits the user's decision
+      And the second session is unchanged
+
+      Examples:
+        | action  | done     |
+        | approve | approved |
+        | reject  | rejected |
+        | open    | opened   |
+        | read    | read     |
+
+    @R5.9
     Scenario: Another session of the same project does not list the plans of the first
       Given a plan titled "Mine" is awaiting approval
       And another session is open for the same project

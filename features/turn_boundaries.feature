@@ -97,11 +97,13 @@ Feature: One active turn, configuration only while idle
       And the turn is still running
 
       Examples:
-        | setting         |
-        | mode            |
-        | permission mode |
-        | model           |
-        | provider        |
+        | setting                         |
+        | mode                            |
+        | permission mode                 |
+        | model                           |
+        | provider                        |
+        | mode to the same one            |
+        | permission mode to the same one |
 
     @R5.4
     Scenario: Changing the shell during a turn is refused
@@ -198,12 +200,14 @@ Feature: One active turn, configuration only while idle
       And the plan still awaits the user's decision
 
       Examples:
-        | setting         |
-        | mode            |
-        | permission mode |
-        | model           |
-        | provider        |
-        | shell           |
+        | setting                         |
+        | mode                            |
+        | permission mode                 |
+        | model                           |
+        | provider                        |
+        | shell                           |
+        | mode to the same one            |
+        | permission mode to the same one |
 
     @R5.7
     Scenario: Cancelling while a plan is pending is refused

@@ -1208,6 +1208,13 @@ def _through_other(rpc: HostClient) -> dict[str, Callable[[str, str], BaseModel]
     }
 
 
+@given("the user read and opened the plan through its own session")
+def read_through_own(world: World) -> None:
+    approval_id = need(world.plan.approval, "approval")["approvalId"]
+    granted(world.rpc.get_approval, session_id(world), approval_id)
+    granted(world.rpc.read_artifact, session_id(world), approval_id)
+
+
 @when(parsers.parse("the user tries to {action} the plan through the second session"))
 def act_through_other(world: World, action: str) -> None:
     actions = _through_other(world.rpc)

@@ -432,8 +432,13 @@ def other_shell(world: World, current: str | None) -> str:
 
 
 def new_setting(world: World, setting: str, alias: str = "main") -> dict[str, Any]:
-    """Params that change ``setting`` of the session to a value it does not have yet."""
+    """Params that change ``setting`` of the session to a value it does not have yet (or,
+    for "... to the same one", name the value it has: a change like any other)."""
     current = read_session(world, alias)
+    if setting == "mode to the same one":
+        return {"mode": current["mode"]}
+    if setting == "permission mode to the same one":
+        return {"permissionMode": current["permissionMode"]}
     provider = current.get("provider") or {}
     base_url = world.provider.base_url
     if setting == "mode":
