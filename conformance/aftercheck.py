@@ -20,6 +20,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any, Final
 
+from conformance.connection import HarnessError
 from conformance.drivers import DUMMY_API_KEY
 from conformance.world import World
 
@@ -696,6 +697,26 @@ def _tool_call_problems(world: World) -> list[Problem]:
                 )
             ]
     return []
+
+
+def checked(world: World) -> tuple[list[Problem], HarnessError | None]:
+    """:func:`problems`, never raising. A database the checks cannot read (none at
+    ``DIR/host.db``, or not one SQLite opens) is the host's fault (R7.4); any other
+    failure of a check is the harness's own, returned to be reported for this scenario
+    alone, so that one host's leftovers never stop the run."""
+    try:
+        return problems(world), None
+    except HarnessError as exc:
+        return [], exc
+    except (AssertionError, sqlite3.Error) as exc:
+        found = Problem(
+            "the host's database could not be read once the scenario had run",
+            f"{type(exc).__name__}: {exc}",
+            "R7.4",
+        )
+        return [found], None
+    except Exception as exc:
+        return [], HarnessError(f"a whole-scenario check failed: {type(exc).__name__}: {exc}")
 
 
 def problems(world: World) -> list[Problem]:

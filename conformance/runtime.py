@@ -346,10 +346,10 @@ def pytest_runtest_makereport(
         return
     world = item.stash.get(_WORLD, None)
     error = call.excinfo.value if call.excinfo is not None else None
-    found = aftercheck.problems(world) if world is not None else []
-    verdict = classify(error, track.step_function, track.tags, world, found)
-    if verdict.status == "failed" and error is None:
-        report.outcome = "failed"  # a clean run whose messages broke the schema
+    found, broken_check = aftercheck.checked(world) if world is not None else ([], None)
+    verdict = classify(error or broken_check, track.step_function, track.tags, world, found)
+    if verdict.status != "passed" and report.passed:
+        report.outcome = "failed"  # a clean run whose messages broke the contract
         report.longrepr = verdict.message + "\n" + verdict.detail
     if verdict.status == "unverified" and track.current is not None:
         track.steps[track.current]["status"] = "not-run"

@@ -7,12 +7,14 @@ at once), so the violations and exits are the client's own observations.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import BinaryIO, TextIO
+from typing import BinaryIO, TextIO, cast
 
 import pytest
 
+from conformance import aftercheck
 from conformance.aftercheck import SCHEMA_REQUIREMENT, problems
 from conformance.blame import (
     CheckFailed,
@@ -311,3 +313,31 @@ def test_a_missing_file_outside_the_project_stays_a_harness_error(make_world) ->
     error = FileNotFoundError(2, "No such file or directory", "/nonexistent/harness/file")
     verdict = classify(error, step_checking_recovery, TAGS, world, problems(world))
     assert (verdict.status, verdict.kind) == ("harness-error", "harness")
+
+
+@pytest.mark.parametrize(
+    ("raised", "blamed"),
+    [
+        (AssertionError("the host created no database at DIR/host.db"), "R7.4"),
+        (sqlite3.DatabaseError("file is not a database"), "R7.4"),
+        (HarnessError("the harness built a bad request"), None),
+        (KeyError("params"), None),
+    ],
+)
+def test_after_checks_that_cannot_run_never_stop_the_run(
+    raised: Exception, blamed: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database the checks cannot read fails the scenario on R7.4; any other failure of
+    a check is a harness error of this scenario alone; neither escapes."""
+
+    def broken(world: object) -> list[aftercheck.Problem]:
+        raise raised
+
+    monkeypatch.setattr(aftercheck, "problems", broken)
+    found, error = aftercheck.checked(cast(World, object()))
+    if blamed is not None:
+        assert error is None and [p.requirement for p in found] == [blamed]
+        assert str(raised) in found[0].detail
+    else:
+        assert found == [] and isinstance(error, HarnessError)
+        assert classify(error, None, TAGS, None, found).status == "harness-error"

@@ -345,6 +345,17 @@ def _plan_refused_during_an_execution() -> None:
     patch(Approvals, "submit", submit_unless_executing)
 
 
+@variant("database-named-in-capitals")
+def _database_named_in_capitals() -> None:
+    # R7.4: the database is DIR/HOST.DB, not DIR/host.db, so nothing the harness reads
+    # after a scenario is there. Before the after-checks were guarded, this host's first
+    # scenario stopped the whole run with a harness error and every scenario read not-run.
+    from reference_host import datadir, storage
+
+    patch(datadir, "DB_FILE", "HOST.DB")
+    patch(storage, "DB_FILE", "HOST.DB")
+
+
 CASES = [
     BrokenCase(
         "question-ids-restart-with-the-process",
@@ -429,5 +440,12 @@ CASES = [
         "plan_made_during_an_execution_is_carried_out_after",
         "R4.9",
         "without submitting the plan",
+    ),
+    BrokenCase(
+        "database-named-in-capitals",
+        "plan_tools",
+        "editing_a_file_in_agent_mode_changes_the_text",
+        "R7.4",
+        "the host's database could not be read once the scenario had run",
     ),
 ]
