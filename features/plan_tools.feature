@@ -298,6 +298,19 @@ Feature: What the agent may do while planning
       Then the execution's first request carried the summary and none of the conversation before it
 
     @P10
+    Scenario Outline: A new context called beside another tool in one message still replaces the conversation (<order>)
+      Given a session for the project in Plan mode
+      And the user had a conversation with the agent
+      And the model will start a new context summarised as "Summary: the cache is slow" <order> in one message and then answer
+      When the user sends a prompt
+      Then after the new context the model saw the summary and none of the earlier conversation
+
+      Examples:
+        | order                      |
+        | before looking for files   |
+        | after looking for files    |
+
+    @P10
     Scenario: A new context with an empty summary still replaces the conversation
       Given a session for the project in Plan mode
       And the user had a conversation with the agent

@@ -66,12 +66,25 @@ def _states(world: World, execution_id: str) -> list[str]:
 
 
 def _execution_turn(world: World, execution_id: str) -> dict[str, Any]:
-    """The turn/started of the execution."""
+    """The turn/started of the execution; fails at once when an execution turn names the
+    execution or its approval but not both as the approve answered them (R4.7)."""
+    approvals = [world.plan.approval, (world.plan.approved or {}).get("approval")]
+    approval_ids = {
+        a["approvalId"] for a in approvals if a and a.get("executionId") == execution_id
+    }
+    ids = {execution_id, *approval_ids}
     started: dict[str, Any] = world.wait_for(
         "turn/started",
-        lambda p: p["kind"] == "execution" and p["executionId"] == execution_id,
+        lambda p: p["kind"] == "execution" and bool({p["executionId"], p["approvalId"]} & ids),
         since=world.cursors.approve,
     )
+    with blame("R4.7"):
+        named = (started["executionId"], started["approvalId"])
+        assert started["executionId"] == execution_id and approval_ids <= {named[1]}, (
+            f"the execution turn {started['turnId']} names execution {named[0]} of approval "
+            f"{named[1]}, but the approve answered execution {execution_id} of approval "
+            f"{', '.join(sorted(approval_ids)) or '(unknown)'}"
+        )
     return started
 
 

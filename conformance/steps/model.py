@@ -382,6 +382,20 @@ def model_resets_context(world: World, summary: str) -> None:
 
 @given(
     parsers.parse(
+        'the model will start a new context summarised as "{summary}" {order} files in one '
+        "message and then answer"
+    )
+)
+def model_resets_context_beside_a_search(world: World, summary: str, order: str) -> None:
+    reset = tool_call(world, "new_context", {"summary": summary})
+    search = tool_call(world, "Glob", {"pattern": "*"})
+    calls = {"before looking for": (reset, search), "after looking for": (search, reset)}
+    assert order in calls, f"no order called {order!r}"
+    script_calls(world, *calls[order])
+
+
+@given(
+    parsers.parse(
         'the model will read "{present}", read "{missing}" and call {unknown} in one message, '
         "then answer"
     )
