@@ -469,6 +469,8 @@ Feature: What the agent may do while planning
         | a preview with an option nobody defined | BrowserPreview | {"url": "http://127.0.0.1:9/", "method": "POST"}                                        |
         | a write without content                 | Write          | {"path": "made.txt"}                                                                    |
         | a write of half a surrogate pair        | Write          | {"path": "made.txt", "content": "odd \ud800 text"}                                      |
+        | a write to a path holding a NUL         | Write          | {"path": "made\u0000.txt", "content": "x"}                                              |
+        | a read of a path holding a NUL          | Read           | {"path": "notes.txt\u0000.md"}                                                          |
         | an edit whose flag is text              | Edit           | {"path": "notes.txt", "old_string": "original", "new_string": "new", "replace_all": "y"} |
         | entering Plan with a reason             | EnterPlanMode  | {"reason": "to think first"}                                                            |
         | a context reset that keeps something    | new_context    | {"summary": "Start over", "keep": ["notes.txt"]}                                        |

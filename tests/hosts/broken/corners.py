@@ -356,6 +356,23 @@ def _database_named_in_capitals() -> None:
     patch(storage, "DB_FILE", "HOST.DB")
 
 
+@variant("nul-path-fails-the-tool")
+def _nul_path_fails_the_tool() -> None:
+    # P27: a path holding a NUL character reaches the file system, which cannot take it,
+    # and the call fails with TOOL_FAILED instead of being refused as invalid input.
+    from pathlib import Path
+
+    from reference_host.tools import files
+    from reference_host.workspace import resolve_inside
+
+    def resolve(root: Path, relative: str, *, must_exist: bool) -> Path:
+        if "\0" in relative:
+            raise HostError("TOOL_FAILED", "embedded null byte", {"path": relative})
+        return resolve_inside(root, relative, must_exist=must_exist)
+
+    patch(files, "resolve_inside", resolve)
+
+
 CASES = [
     BrokenCase(
         "question-ids-restart-with-the-process",
@@ -447,5 +464,12 @@ CASES = [
         "editing_a_file_in_agent_mode_changes_the_text",
         "R7.4",
         "the host's database could not be read once the scenario had run",
+    ),
+    BrokenCase(
+        "nul-path-fails-the-tool",
+        "plan_tools",
+        "published_input_is_refused and NUL",
+        "P27",
+        "stopped with TOOL_FAILED, expected INVALID_TOOL_INPUT",
     ),
 ]
