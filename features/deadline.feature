@@ -112,6 +112,13 @@ Feature: The absolute approval deadline
       Then the approval records permission mode ask and an execution
       And the approval was decided at the moment of the decision
 
+    @R3.11
+    Scenario: A plan still pending one millisecond before its deadline expires on its own when the deadline comes
+      Given the clock reached one millisecond before the deadline
+      When the clock reaches exactly the deadline
+      Then the host announced the expiry on its own
+      And the approval expired with PLAN_APPROVAL_TIMEOUT
+
     @R3.11 @R3.8
     Scenario: A clock set back does not bring the deadline closer
       Given the host clock was set back an hour
