@@ -25,13 +25,17 @@ from conformance.expectations import Expectations, ExpectationsError
 from conformance.options import RunOptions
 from conformance.reports import write_all
 from conformance.requirements import active_catalog
-from conformance.runtime_records import record_of
+from conformance.runtime_records import clear_stop, note_stop, record_of
 from conformance.scenarios import all_scenarios
 from conformance.summary_model import HostIdentity, Preflight, RunInfo, ScenarioResult
 from conformance.verdicts import DESELECTED_REASON, INTERRUPTED_REASON, build_summary, complete
 
 RECORDS_FILE = "records.jsonl"
 _FAILS_IN_PYTEST = frozenset({"failed", "errored", "harness-error"})  # what -x counts
+# A scenario whose host did not serve it: no answer to a request, the host gone, or lines
+# that are not JSON-RPC. When the first scenarios of a run all end so, the rest would too.
+UNSERVED_KINDS = frozenset({"host-hung", "host-stopped", "invalid-protocol"})
+_SERVED = frozenset({"passed", "failed", "unverified"})
 
 
 @dataclass
@@ -47,6 +51,11 @@ class ResultCollector:
     reasons: dict[str, str] = field(default_factory=dict)
     results: dict[str, ScenarioResult] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
+    unserved_limit: int = 0  # stop once this many first scenarios were not served (0: never)
+    stopped_unserved: str | None = None  # why the run stopped early, once it has
+    _unserved: int = 0
+    _served: bool = False
+    _session: pytest.Session | None = None
     _records: IO[str] | None = None
 
     @classmethod
@@ -90,11 +99,14 @@ class ResultCollector:
             crash_capable=options.crash_capable,
             events=events,
             reasons=options.left_out or {},
+            unserved_limit=int(config.getoption("--conformance-unserved-limit") or 0),
         )
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Start a fresh records file."""
+        self._session = session
         self.report_dir.mkdir(parents=True, exist_ok=True)
+        clear_stop(self.report_dir)  # a note an earlier run left
         self._records = (self.report_dir / RECORDS_FILE).open("w", encoding="utf-8")
 
     @pytest.hookimpl(trylast=True)
@@ -110,6 +122,33 @@ class ResultCollector:
                 with contextlib.suppress(OSError, ValueError):
                     stream.write(line)
                     stream.flush()
+        self._watch_service(record)
+
+    def _watch_service(self, record: ScenarioResult) -> None:
+        """Stop the run when its first ``unserved_limit`` scenarios to end all found the
+        host not serving them: every other scenario would wait out its timeouts the same
+        way, and one diagnosis tells the host team more than hundreds of them."""
+        if self._served or self.stopped_unserved or not self.unserved_limit:
+            return
+        if record.status in _SERVED:
+            self._served = True
+            return
+        failure = record.failure
+        if record.status != "errored" or failure is None or failure.kind not in UNSERVED_KINDS:
+            return
+        self._unserved += 1
+        if self._unserved < self.unserved_limit:
+            return
+        self.stopped_unserved = (
+            f"the run stopped: its first {self._unserved} scenarios to end all found the host "
+            f"not serving them (the last: {failure.message}); --unserved-limit 0 runs every "
+            "scenario"
+        )
+        # Workers already hold the scenarios xdist handed them: the note stops those, the
+        # session's flag the rest.
+        note_stop(self.report_dir, self.stopped_unserved)
+        if self._session is not None:
+            self._session.shouldstop = self.stopped_unserved
 
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self, config: pytest.Config) -> None:
@@ -126,7 +165,10 @@ class ResultCollector:
         # -x under xdist ends the session as interrupted, but nobody interrupted it.
         stopped_early = maxfail > 0 and failing >= maxfail
         interrupted = exitstatus == pytest.ExitCode.INTERRUPTED and not stopped_early
-        if stopped_early:
+        if self.stopped_unserved:
+            missing_reason, interrupted = self.stopped_unserved, False
+            clear_stop(self.report_dir)
+        elif stopped_early:
             missing_reason = f"the run stopped after {failing} failing scenario(s) (-x)"
         elif interrupted:
             missing_reason = INTERRUPTED_REASON

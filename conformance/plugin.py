@@ -71,6 +71,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="count scenarios the host's capabilities leave unverified as failures",
     )
+    group.addoption(
+        "--conformance-unserved-limit",
+        type=int,
+        default=0,
+        help="stop once the first N scenarios to end all found the host not serving (0: never)",
+    )
     group.addoption("--conformance-select", default=None, help=_hidden_help())
     group.addoption("--conformance-keyword", default=None, help=_hidden_help())
     group.addoption("--conformance-events-fd", type=int, default=None, help=_hidden_help())

@@ -33,7 +33,7 @@ from conformance.failures import Verdict, classify, failure_record
 from conformance.mock_provider import MockProvider
 from conformance.options import RunOptions, longest_first, shard_of
 from conformance.requirements import REQUIREMENT_TAG
-from conformance.runtime_records import attach
+from conformance.runtime_records import attach, stopped_reason
 from conformance.scenarios import SUBPROCESS_ONLY, area_of, scenario_id
 from conformance.summary_model import ScenarioResult, StepResult
 from conformance.workspace_names import workspace_name_for
@@ -58,6 +58,7 @@ STEP_MODULES = (
 
 _WORLD = pytest.StashKey["World"]()
 _TRACK = pytest.StashKey["ScenarioTrack"]()
+_STOPPED = pytest.StashKey[str]()  # why the run stopped before this scenario started
 
 
 @dataclass
@@ -101,6 +102,18 @@ def pytest_configure(config: pytest.Config) -> None:
     for module in STEP_MODULES:
         if not config.pluginmanager.has_plugin(module):
             config.pluginmanager.import_plugin(module)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Start no scenario once the run has stopped early (the collector leaves a note in
+    the report folder, which every worker can read): it stays not-run, with the reason."""
+    report_dir = item.config.getoption("--conformance-report")
+    if report_dir:
+        reason = stopped_reason(Path(str(report_dir)))
+        if reason is not None:
+            item.stash[_STOPPED] = reason
+            pytest.skip(reason)
 
 
 @pytest.hookimpl(trylast=True)
@@ -339,7 +352,8 @@ def pytest_runtest_makereport(
     report: pytest.TestReport = outcome.get_result()
     track = item.stash.get(_TRACK, None)
     if track is None:
-        if report.when == "setup" and (report.failed or report.skipped):
+        stopped = _STOPPED in item.stash
+        if report.when == "setup" and (report.failed or report.skipped) and not stopped:
             _record_setup_problem(item, report, call)
         return
     if report.when != "call":

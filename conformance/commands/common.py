@@ -38,6 +38,21 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+def non_negative_count(text: str) -> int:
+    """argparse type: a whole number of at least 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a whole number; give 0 or more"
+        ) from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is negative; give 0 or more")
+    return value
+
+
+DEFAULT_UNSERVED_LIMIT = 5  # ``pi-conformance run --unserved-limit``
+
 AUTO_WORKERS = 0  # what ``-n auto`` parses to; :func:`auto_workers` resolves it per driver
 
 

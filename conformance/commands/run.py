@@ -35,6 +35,7 @@ from conformance.collector import (
 )
 from conformance.commands.common import (
     AUTO_WORKERS,
+    DEFAULT_UNSERVED_LIMIT,
     EXIT_HARNESS,
     EXIT_MAX_TIME,
     EXIT_OK,
@@ -45,6 +46,7 @@ from conformance.commands.common import (
     UsageProblem,
     auto_workers,
     checked_areas,
+    non_negative_count,
     positive_seconds,
     workers,
     writable_folder,
@@ -124,6 +126,15 @@ def add_parsers(commands: Any) -> None:
         help="N or auto (default: one per core, and one more with the inprocess driver)",
     )
     run.add_argument("-x", "--exitfirst", action="store_true", help="stop at the first failure")
+    run.add_argument(
+        "--unserved-limit",
+        type=non_negative_count,
+        default=DEFAULT_UNSERVED_LIMIT,
+        metavar="N",
+        help="stop once the first N scenarios to end all found the host not serving them "
+        "(no answer to a request, the host gone, lines that are not JSON-RPC); 0 runs every "
+        f"scenario (default {DEFAULT_UNSERVED_LIMIT})",
+    )
     run.add_argument(
         "--require-full", action="store_true", help="count unverified scenarios as failures"
     )
@@ -506,6 +517,7 @@ class Supervisor:
             argv.append("--require-full")
         if self.args.exitfirst:
             argv.append("-x")
+        argv += ["--conformance-unserved-limit", str(self.args.unserved_limit)]
         worker_count = min(self.args.workers, len(self.plan.selection.chosen))
         if worker_count > 1:
             argv += ["-p", "xdist.plugin", "-n", str(worker_count), "--dist", "worksteal"]

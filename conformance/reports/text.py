@@ -17,6 +17,7 @@ STATUS_LABEL = {
     "harness-error": "HARNESS",
     "pending": "PENDING",
 }
+_STOPPED = "the run stopped"
 _ORDER = [
     "passed",
     "failed",
@@ -71,6 +72,8 @@ def render_console(summary: Summary, verbose: bool = True) -> str:
         )
     if run.interrupted:
         lines.append("the run was interrupted: scenarios it did not reach are not-run")
+    stops = {s.reason for s in summary.scenarios if s.reason and s.reason.startswith(_STOPPED)}
+    lines.extend(f"{reason}: scenarios it did not reach are not-run" for reason in sorted(stops))
     failing = {s.id: s for s in summary.scenarios}
     for scenario_id in summary.regressions:
         scenario = failing[scenario_id]

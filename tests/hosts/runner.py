@@ -85,6 +85,9 @@ def run_suite(
         *selection,
         "--workers",
         str(workers),
+        # a case is judged on every scenario it selects, also when its host serves none
+        "--unserved-limit",
+        "0",
         *extra,
         "-q",
         *passthrough,

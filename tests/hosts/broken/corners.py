@@ -373,6 +373,26 @@ def _nul_path_fails_the_tool() -> None:
     patch(files, "resolve_inside", resolve)
 
 
+@variant("answers-only-initialize")
+def _answers_only_initialize() -> None:
+    # Not a case: tests/test_cli_unserved.py proves that a run against a host that answers
+    # the handshake (so the preflight passes) and then nothing within the test's step
+    # timeout of 1 s stops after its first scenarios with one diagnosis, instead of waiting
+    # out every scenario's timeouts. Each answer comes 3 s late, so that a host the harness
+    # stops after its scenario ends at once, as a host whose requests never end would not.
+    from reference_host.rpc import Dispatcher
+
+    call = Dispatcher._call
+
+    async def _call(self: Dispatcher, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if method != "initialize":
+            await asyncio.sleep(3.0)
+        result: dict[str, Any] = await call(self, method, params)
+        return result
+
+    patch(Dispatcher, "_call", _call)
+
+
 CASES = [
     BrokenCase(
         "question-ids-restart-with-the-process",
