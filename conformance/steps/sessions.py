@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from pytest_bdd import given, parsers, then, when
 
-from conformance.blame import verifies
+from conformance.blame import blame, verifies
 from conformance.capabilities import Unverified
 from conformance.client import ABSENT, Absent, HarnessError, RpcError
 from conformance.drivers import DUMMY_API_KEY
@@ -575,6 +575,7 @@ def has_new_setting(world: World, setting: str) -> None:
 @when("the user configures the session with the settings it already has")
 def configure_same_settings(world: World) -> None:
     remember_configuration(world)
+    world.boundary.changed_mark = world.mark()
     configure(world, need(world.boundary.configuration_before, "the session's settings"))
 
 
@@ -588,6 +589,17 @@ def same_settings_kept(world: World) -> None:
         f"a configure naming the settings the session had answered with {found}, not {before}"
     )
     unchanged_configuration(world)
+    own = session_id(world)
+    announced = [
+        n
+        for n in world.notifications("session/updated", world.boundary.changed_mark)
+        if n["params"]["session"].get("sessionId") == own
+    ]
+    with blame("R7.2"):
+        assert announced, (
+            "a configure naming the settings the session already had was answered without a "
+            "session/updated: it is a change like any other, announced before its answer"
+        )
 
 
 @when("the user asks for a session that does not exist")

@@ -56,6 +56,32 @@ def _no_queued_notification() -> None:
     patch(Approvals, "_notify_execution", notify)
 
 
+@variant("expired-decided-at-null")
+def _expired_decided_at_null() -> None:
+    # An expiry is no decision: an expired approval keeps decidedAt null (the contract
+    # leaves it null or a time at or after expiresAt). Written as a misreading for a
+    # held-out set, then found allowed; the contract now says so.
+    from dataclasses import replace
+
+    from reference_host.approvals import TIMEOUT_CODE, approval_wire
+    from reference_host.state import is_expired
+
+    async def expire(self: Approvals, approval_id: str) -> None:
+        host = self.host
+        row = await host.storage.get_approval(approval_id)
+        if row is None or row.status != "pending":
+            return
+        if not is_expired(row.expires_at, host.clock.now_ms()):
+            return
+        expired = replace(row, status="expired", status_code=TIMEOUT_CODE, decided_at=None)
+        await host.storage.update_approval(expired)
+        host.set_activity(row.session_id, pending_approval_id=None)
+        host.notify("approval/updated", {"approval": approval_wire(expired)})
+        await host.publish_session(row.session_id)
+
+    patch(Approvals, "expire", expire)
+
+
 @variant("refuses-approve-while-execution-ends")
 def _refuses_approve_while_execution_ends() -> None:
     # An execution that submitted a new plan takes a moment to wind down; an approve of
@@ -92,6 +118,11 @@ CASES = [
         "no-queued-notification",
         "approval,execution",
         why="an execution/updated for queued is optional",
+    ),
+    AllowedCase(
+        "expired-decided-at-null",
+        "deadline,approval,restart_interruption,artifact_integrity",
+        why="an expired approval's decidedAt may be null, or a time at or after expiresAt",
     ),
     AllowedCase(
         "refuses-approve-while-execution-ends",
