@@ -113,6 +113,16 @@ def _command_problems(notes: list[dict[str, Any]]) -> list[Problem]:
             )
         if method == "command/exited":
             exited.add(command)
+            if params.get("signal") is None and params.get("exitCode") is None:
+                found.append(
+                    Problem(
+                        f"command {command} ended with neither an exit status nor a signal: "
+                        f"{params}",
+                        "command/exited's signal is the signal that ended the shell, or null "
+                        "when the shell exited on its own, and then exitCode is its status",
+                        OUTPUT_REQUIREMENT,
+                    )
+                )
         if method == "command/output":
             numbers.setdefault(command, []).append(params.get("seq"))
     for command, seqs in numbers.items():

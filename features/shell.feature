@@ -136,10 +136,22 @@ Feature: Shells and streamed commands
       Then the output and the model's result hold the carriage returns as printed
 
     @P20
-    Scenario: A character whose bytes arrive apart is shown whole
+    Scenario Outline: A character whose bytes arrive apart is shown whole (<character>)
       Given a session for the project with permission mode auto
-      When the model runs a command that prints a character in two pieces
-      Then the output shows "éok" whole
+      When the model runs a command that prints <character>
+      Then the output shows "<text>" whole
+
+      Examples:
+        | character                                        | text |
+        | a character in two pieces                        | éok  |
+        | a three-byte character cut after its second byte | €ok  |
+        | a four-byte character cut after its third byte   | 🚀ok |
+
+    @R7.3 @P20
+    Scenario: A NUL character in the output arrives as the command printed it
+      Given a session for the project with permission mode auto
+      When the model runs a command that prints a NUL character
+      Then the output and the model's result hold the NUL character as printed
 
     @P20
     Scenario: Output exactly at the announced cap is streamed whole

@@ -81,10 +81,19 @@ NAMED_COMMANDS = {
     "prints bytes that are not UTF-8": "printf '\\377ok\\n'",
     # "é" (C3 A9) in two writes, apart in time: a host reads them in two pieces
     "prints a character in two pieces": "printf '\\303'; sleep 0.3; printf '\\251ok\\n'",
+    # "€" (E2 82 AC) cut after its second byte, "🚀" (F0 9F 9A 80) after its third
+    "prints a three-byte character cut after its second byte": (
+        "printf '\\342\\202'; sleep 0.3; printf '\\254ok\\n'"
+    ),
+    "prints a four-byte character cut after its third byte": (
+        "printf '\\360\\237\\232'; sleep 0.3; printf '\\200ok\\n'"
+    ),
     # a CR LF line end, then a lone CR, and no line end at all
     "prints carriage returns": "printf 'a  \\r\\nb\\rc \\t\\r\\n'",
+    "prints a NUL character": "printf 'a\\000b\\n'",
 }
 CARRIAGE_RETURNS = "a  \r\nb\rc \t\r\n"  # trailing blanks too: nothing is tidied
+PRINTED_AS_IS = {"carriage returns": CARRIAGE_RETURNS, "NUL character": "a\0b\n"}
 TWO_BYTE_CHAR = "\u00e9"  # é, C3 A9 in UTF-8
 
 
@@ -726,13 +735,14 @@ def cut_at_cap_in_bytes(world: World) -> None:
     )
 
 
-@then("the output and the model's result hold the carriage returns as printed")
+@then(parsers.parse("the output and the model's result hold the {sample} as printed"))
 @verifies("P20")
-def carriage_returns_kept(world: World) -> None:
-    require_output_room(world, len(CARRIAGE_RETURNS))
+def printed_as_is(world: World, sample: str) -> None:
+    printed = PRINTED_AS_IS[sample]
+    require_output_room(world, len(printed))
     out = _output(world, "stdout")
-    assert out == CARRIAGE_RETURNS, (
-        f"the command printed {CARRIAGE_RETURNS!r}, command/output (joined in seq order) "
+    assert out == printed, (
+        f"the command printed {printed!r}, command/output (joined in seq order) "
         f"carried {out!r}: output is streamed as the command wrote it, line ends included"
     )
     with blame("P10"):  # Bash gives the model the command's output
@@ -748,9 +758,9 @@ def carriage_returns_kept(world: World) -> None:
         request = request_answering(requests, call_id)
         assert request is not None, "the model was never given the result of its Bash call"
         given = "\n".join(message_text(m) for m in messages_after_call(request, call_id))
-        escaped = json.dumps(CARRIAGE_RETURNS)[1:-1]  # a result given as JSON text
-        assert CARRIAGE_RETURNS in given or escaped in given, (
-            f"the command printed {CARRIAGE_RETURNS!r}, the model was given {given!r}: Bash "
+        escaped = json.dumps(printed)[1:-1]  # a result given as JSON text
+        assert printed in given or escaped in given, (
+            f"the command printed {printed!r}, the model was given {given!r}: Bash "
             "gives the model the command's output as it was printed"
         )
 
