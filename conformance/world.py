@@ -190,6 +190,7 @@ class Arrangement:
     local_page: LocalPage | None = None  # a page served on a loopback address
     network_page: LocalPage | None = None  # a page on this machine's non-loopback address
     artifact_bytes: bytes | None = None  # an artifact's bytes before the scenario changed it
+    decomposed_name: str | None = None  # a file name whose accent is decomposed (NFD)
 
 
 @dataclass(frozen=True)

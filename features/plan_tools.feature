@@ -139,6 +139,38 @@ Feature: What the agent may do while planning
         | past the last line      | 3      | 5     | "charlie-line" and "delta-line"       | "bravo-line"                    |
 
     @P10
+    Scenario: Reading from a last line without a line end gives that line
+      Given the project has a file "notes/tail.txt" whose last line "unterminated_marker = 1" has no line end
+      And a session for the project in Plan mode
+      And the model will read "notes/tail.txt" from line 2, 5 lines at most, and then answer
+      When the user sends a prompt
+      Then the model was given "unterminated_marker = 1" but not "a first line" after its Read call
+
+    @P10
+    Scenario: Reading a file that starts with a byte order mark gives the model that mark
+      Given the project has a file "bom.txt" that starts with a byte order mark before "hello from the file"
+      And a session for the project in Plan mode
+      And the model will read "bom.txt" and then answer
+      When the user sends a prompt
+      Then the model was given the byte order mark before "hello from the file" after its Read call
+
+    @P10
+    Scenario: Searching the project matches a line far longer than a read buffer as one line
+      Given the project has a file "long.txt" holding one line of "HEAD", 10000 "a" and "TAIL"
+      And a session for the project in Plan mode
+      And the model will search the project for "^HEADa+TAIL$" and then answer
+      When the user sends a prompt
+      Then the model was given "long.txt" after its Grep call
+
+    @P10
+    Scenario: Looking for files gives a name with a decomposed accent as it is on disk
+      Given the project has a file whose name "café.md" has its accent decomposed
+      And a session for the project in Plan mode
+      And the model will look for files matching "*.md" and then answer
+      When the user sends a prompt
+      Then the model was given the file's name with its accent decomposed after its Glob call
+
+    @P10
     Scenario: Searching the project finds a match on a last line without a line end
       Given the project has a file "notes/tail.txt" whose last line "unterminated_marker = 1" has no line end
       And a session for the project in Plan mode

@@ -11,6 +11,7 @@ import re
 import shutil
 import stat
 import sys
+import unicodedata
 from pathlib import Path
 from typing import Any, Final
 
@@ -71,6 +72,23 @@ def project_file_unterminated(world: World, path: str, text: str) -> None:
     target.write_text(f"a first line\n{text}", encoding="utf-8")
 
 
+@given(
+    parsers.parse(
+        'the project has a file "{path}" that starts with a byte order mark before "{text}"'
+    )
+)
+def project_file_with_bom(world: World, path: str, text: str) -> None:
+    (world.workspace / path).write_bytes(b"\xef\xbb\xbf" + f"{text}\n".encode())
+
+
+@given(parsers.parse('the project has a file whose name "{name}" has its accent decomposed'))
+def project_file_decomposed_name(world: World, name: str) -> None:
+    decomposed = unicodedata.normalize("NFD", name)
+    assert decomposed != unicodedata.normalize("NFC", name), f"{name!r} has no accent"
+    (world.workspace / decomposed).write_text("# Notes\n", encoding="utf-8")
+    world.arranged.decomposed_name = decomposed
+
+
 @given(parsers.parse('the project has a file "{path}" containing "{text}"'))
 def project_file(world: World, path: str, text: str) -> None:
     target = world.workspace / path
@@ -85,6 +103,18 @@ def project_file(world: World, path: str, text: str) -> None:
 )
 def project_long_line(world: World, path: str, count: int, letter: str, end: str) -> None:
     (world.workspace / path).write_text(letter * count + end + "\n", encoding="utf-8")
+
+
+@given(
+    parsers.parse(
+        'the project has a file "{path}" holding one line of "{start}", {count:d} "{letter}" '
+        'and "{end}"'
+    )
+)
+def project_framed_long_line(
+    world: World, path: str, start: str, count: int, letter: str, end: str
+) -> None:
+    (world.workspace / path).write_text(start + letter * count + end + "\n", encoding="utf-8")
 
 
 @given("a folder outside the project")

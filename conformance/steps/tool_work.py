@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 import uuid
 from typing import Any, Final
 
@@ -138,6 +139,35 @@ def given_after_call(world: World, wanted: str, unwanted: str | None, tool: str)
         assert item in text, f"after its {tool} call the model was not given {item!r}: {text!r}"
     for item in re.findall(r'"([^"]+)"', unwanted or ""):
         assert item not in text, f"after its {tool} call the model was given {item!r}: {text!r}"
+
+
+@then(parsers.parse('the model was given the byte order mark before "{text}" after its Read call'))
+@verifies("P10")
+def byte_order_mark_given(world: World, text: str) -> None:
+    result = check_one_result(world, world.script.call_id("Read"), "Read")
+    assert result["status"] == "ok", f"the Read call did not work: {result}"
+    given, _ = _given_after(world, "Read")
+    marked = "\ufeff" + text
+    assert marked in given or json.dumps(marked)[1:-1] in given, (
+        f"the file starts with a byte order mark (U+FEFF) before {text!r}; the model was given "
+        f"{given[:200]!r}: Read gives the file's text as stored"
+    )
+
+
+@then("the model was given the file's name with its accent decomposed after its Glob call")
+@verifies("P10")
+def decomposed_name_given(world: World) -> None:
+    name = need(world.arranged.decomposed_name, "file with a decomposed name")
+    result = check_one_result(world, world.script.call_id("Glob"), "Glob")
+    assert result["status"] == "ok", f"the Glob call did not work: {result}"
+    given, _ = _given_after(world, "Glob")
+    composed = unicodedata.normalize("NFC", name)
+    forms = (name, json.dumps(name)[1:-1])
+    assert any(form in given for form in forms), (
+        f"Glob was given the file {name!r} (its accent decomposed) to find; the model was "
+        f"given {given[:300]!r}: a path names the file as it is on disk, in its own "
+        f"Unicode form{' (it was given composed)' if composed in given else ''}"
+    )
 
 
 @then("the model was given each file's text in the answer to its own call")
