@@ -534,7 +534,13 @@ def cancel_as_answer_arrives(world: World) -> None:
     # The provider has written the whole answer and the host has announced all of its
     # text: the turn's work is done, or all but done.
     world.provider.wait_until_idle(world.timeout)
-    world.wait_for("turn/text", lambda p: p["turnId"] == turn and "done." in p["text"], since)
+
+    def whole_answer_shown(params: dict[str, Any]) -> bool:
+        pieces = world.notifications("turn/text")  # the held answer's start came before
+        shown = "".join(n["params"]["text"] for n in pieces if n["params"]["turnId"] == turn)
+        return params["turnId"] == turn and shown.endswith("Almost done.")
+
+    world.wait_for("turn/text", whole_answer_shown, since)
     world.attempt_typed(world.rpc.cancel, session_id(world))
 
 

@@ -126,9 +126,10 @@ def _command_output_names_latest_session() -> None:
     patch(turns, "run_command", run_command)
 
 
-# R7.3 / P20: output is sent in 50 ms batches, and command/exited as soon as the shell is
+# R7.3 / P20: output is sent in 500 ms batches, and command/exited as soon as the shell is
 # reaped, without flushing the batch first: output read in the command's last moment (for a
-# short command, all of it) arrives after its command/exited (still before turn/ended).
+# short command, all of it) arrives after its command/exited (still before turn/ended). The
+# batch was 50 ms; on a loaded machine a shell's exit then came after the batch went out.
 @variant("output-tail-after-exited")
 def _output_tail_after_exited() -> None:
     original = turns.run_command
@@ -146,7 +147,7 @@ def _output_tail_after_exited() -> None:
             if method == "command/output":
                 flush()
                 held.append(params)
-                loop.call_later(0.05, flush)
+                loop.call_later(0.5, flush)
                 return
             notify(method, params)
             if method == "command/exited":
