@@ -114,6 +114,13 @@ def _role(index: int) -> str:
     return "system" if index == 2 else ("user", "assistant")[index % 2]
 
 
+def _content(index: int) -> str | list[dict[str, str]]:
+    """The content of a session's transcript row ``index``: text, and for every other
+    assistant row an array of text parts, the other form Chat Completions gives it."""
+    text = f"message {index} ✓"
+    return [{"type": "text", "text": text}] if index % 4 == 3 else text
+
+
 def seed_v8(
     path: Path,
     sessions: int,
@@ -147,7 +154,7 @@ def seed_v8(
                     f"v8-session-{s}",
                     f"t{s}-{i // 2}",
                     _role(i),
-                    json.dumps({"role": _role(i), "content": f"message {i} ✓"}),
+                    json.dumps({"role": _role(i), "content": _content(i)}),
                     1_700_000_001_000 + i,
                 )
                 for row_id, s, i in transcript_ids(sessions, transcript_per_session)

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from pydantic import BaseModel
 
-from conformance.client import HarnessError, HostClient, Predicate, RpcError
+from conformance.blame import blame
+from conformance.client import HarnessError, HostClient, HostStoppedError, Predicate, RpcError
 from conformance.connection import WireRecord
 from conformance.contract import Violation
 from conformance.drivers import ExitInfo, HostDriver, RunningHost
@@ -452,7 +453,19 @@ class World:
         self.stop_host(crash=crash)
         self.provider.release_stalls()
         self.start_host(conformance=conformance)
-        self.handshake = self.rpc.initialize()
+        try:
+            self.handshake = self.rpc.initialize()
+        except HostStoppedError as stopped:
+            details = [(m.get("error") or {}).get("data") or {} for m in self.rpc.unmatched]
+            if any(data.get("code") == "DATA_DIR_IN_USE" for data in details):
+                with blame("P17"):
+                    raise AssertionError(
+                        f"the host started on the data directory after the last one "
+                        f"{'crashed' if crash else 'stopped'} refused it as in use "
+                        "(DATA_DIR_IN_USE): a host's hold on its data directory ends with "
+                        "its process"
+                    ) from stopped
+            raise
         return self.handshake
 
     def end_leftovers(self) -> None:

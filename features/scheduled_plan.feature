@@ -335,6 +335,15 @@ Feature: Scheduled tasks never plan unattended
       When the host clock moves on a minute
       Then the task due weeks ahead did not run
 
+    @P29
+    Scenario: A task due weeks ahead does not run after a restart when the clock moves on a minute
+      Given a scheduled task in Agent mode for the project
+      And the task is due in 30 days
+      And the model would answer "The changelog is tidy." if it were asked
+      And the host restarted
+      When the host clock moves on a minute
+      Then the task due weeks ahead did not run
+
     @P29 @P32
     Scenario: A task does not run a millisecond before its time
       Given a scheduled task in Agent mode for the project

@@ -424,7 +424,7 @@ def shown_migrated(world: World) -> None:
     assert requests, "the host made no request to the model provider"
     shown = [message_text(m) for m in requests[0].messages]
     said = [
-        json.loads(content)["content"]
+        message_text(json.loads(content))  # text, or an array of text parts
         for _id, owner, _turn, role, content, _at in world.seeded.tables["transcript"]
         if owner == session_id(world) and role in ("user", "assistant")
     ]
