@@ -45,6 +45,7 @@ class LocalPage:
         self.text = text
         self.host = host
         self.paths: list[str] = []
+        self.headers: list[dict[str, str]] = []  # each request's headers, in order
         page = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -52,6 +53,7 @@ class LocalPage:
 
             def do_GET(self) -> None:
                 page.paths.append(self.path)
+                page.headers.append(dict(self.headers.items()))
                 if redirect_to is not None:
                     self.send_response(302)
                     self.send_header("Location", redirect_to)

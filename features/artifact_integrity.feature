@@ -69,6 +69,7 @@ Feature: Immutable host-written plan artifacts
         | characters outside the BMP |
         | decomposed accents         |
         | nothing at all             |
+        | quotes and signs           |
         | hundreds of characters     |
         | a hundred characters of another script |
 

@@ -228,6 +228,14 @@ Feature: Sessions and their configuration
       And the key appears in no message from the host
       And the key is stored nowhere in the host's data
 
+    @P21
+    Scenario: Previewing a local page does not hand it the provider's key
+      Given a local web page that says "The dashboard shows 3 open orders"
+      And a session for the project in Plan mode
+      And the model will preview the local page and then answer
+      When the user sends a prompt
+      Then the page was asked for without the provider's key
+
   Rule: A session without a model provider asks no provider (project rule P24)
 
     @P24

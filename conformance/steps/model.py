@@ -133,6 +133,8 @@ TITLE_AND_QUESTION_SAMPLES: dict[str, tuple[str, str]] = {
     "characters outside the BMP": ("Cache \U0001f680", "Go ahead? \U0001d11e"),
     "decomposed accents": ("Cafe\u0301 menu", "Re\u0301sume\u0301 now?"),
     "nothing at all": ("", ""),
+    # the quotes and signs text pasted into SQL, a shell line or a file name would break on
+    "quotes and signs": ("Don't break the build", "x', 'y') -- \"$HOME\" `id`; go?"),
     # a hundred characters, three bytes each: longer than a file name may be
     "a hundred characters of another script": (
         "計画を立てる" * 17,

@@ -15,6 +15,7 @@ from pytest_bdd import given, parsers, then, when
 
 from conformance.blame import blame, verifies
 from conformance.capabilities import Unverified, require_output_room
+from conformance.drivers import DUMMY_API_KEY
 from conformance.loopback_page import LocalPage, network_address
 from conformance.messages import (
     answer_to_call,
@@ -73,6 +74,10 @@ _CODE_BASE: Final = {
     "src/store.py": "def keep_all(): pass\n",
     "src/sub/deep.py": "def evict_deeply(): pass\n",
     ".github/ci.yml": "run: evict_in_ci\n",
+    # names with signs a pattern turned into a regular expression would misread
+    "notes(1).md": "A copy of the notes\n",
+    "c++.txt": "Plus plus\n",
+    "xmd": "Not markdown\n",
 }
 
 
@@ -270,6 +275,19 @@ def own_words_shown(world: World, text: str) -> None:
 def page_fetched(world: World) -> None:
     page = need(world.arranged.local_page, "local web page")
     assert page.paths, "BrowserPreview did not fetch the local page"
+
+
+@then("the page was asked for without the provider's key")
+@verifies("P21")
+def page_not_given_key(world: World) -> None:
+    page = need(world.arranged.local_page, "local web page")
+    assert page.paths, "BrowserPreview did not fetch the local page"
+    for path, headers in zip(page.paths, page.headers, strict=True):
+        carried = [name for name, value in headers.items() if DUMMY_API_KEY in value]
+        assert DUMMY_API_KEY not in path and not carried, (
+            f"BrowserPreview sent the provider API key to the page (in {carried or 'its URL'}): "
+            "the key goes to the model provider only"
+        )
 
 
 @then("the model was given the page's text after its BrowserPreview call")
