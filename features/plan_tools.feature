@@ -203,7 +203,7 @@ Feature: What the agent may do while planning
         | a named folder's files        | docs/*.md | "docs/guide.md"                     | "README.md"                       |
         | every folder's files          | **/*.py   | "src/cache.py" and "src/sub/deep.py" | "README.md" and "docs/guide.md"   |
         | a hidden folder's files       | **/*.yml  | ".github/ci.yml"                    | "src/cache.py"                    |
-        | names holding signs           | *.md      | "README.md" and "notes(1).md"       | "xmd"                             |
+        | names holding signs           | *.md      | "README.md" and "notes(1).md"       | "xmd" and "NOTES.MD"              |
         | a name spelt out with signs   | c++.txt   | "c++.txt"                           | "xmd" and "notes(1).md"           |
 
     @P10

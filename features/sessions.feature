@@ -201,9 +201,10 @@ Feature: Sessions and their configuration
       And no session was created
 
       Examples:
-        | path                             |
-        | of a folder that does not exist  |
-        | of the host's own working folder |
+        | path                                     |
+        | of a folder that does not exist          |
+        | of the host's own working folder         |
+        | written with a tilde for the home folder |
 
     @R2.8
     Scenario: A workspace that does not exist is refused

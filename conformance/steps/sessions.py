@@ -314,6 +314,7 @@ def create_session_unknown_mode(world: World, mode: str) -> None:
 _RELATIVE_ROOTS: Final = {
     "of a folder that does not exist": "relative/project",
     "of the host's own working folder": ".",  # exists wherever the host runs
+    "written with a tilde for the home folder": "~",  # a shell expands it; a host does not
 }
 
 

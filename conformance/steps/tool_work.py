@@ -78,6 +78,7 @@ _CODE_BASE: Final = {
     "notes(1).md": "A copy of the notes\n",
     "c++.txt": "Plus plus\n",
     "xmd": "Not markdown\n",
+    "NOTES.MD": "Notes in capitals\n",  # a pattern matches letter case exactly
 }
 
 

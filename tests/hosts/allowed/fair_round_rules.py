@@ -268,11 +268,21 @@ def _session_updated_before_turn_started() -> None:
     # Ordering names no order between a turn's `turn/started` and the `session/updated`
     # that shows the turn active ("the order of notifications and responses where
     # Ordering names none" is the host's). This host announces the session first.
+    # A turn/started waits at most for the rest of the event loop's pass that sent it, so
+    # none is held across a restart or past a notification another host variant holds.
     held: dict[str, tuple[str, dict[str, Any]]] = {}
 
     def relay(send: Send, method: str, params: dict[str, Any]) -> None:
         if method == "turn/started":
-            held[str(params["sessionId"])] = (method, params)
+            session = str(params["sessionId"])
+            held[session] = (method, params)
+
+            def flush() -> None:
+                waiting = held.pop(session, None)
+                if waiting is not None:
+                    send(*waiting)
+
+            asyncio.get_running_loop().call_soon(flush)
             return
         session_id = (
             str(params["session"]["sessionId"])

@@ -42,6 +42,8 @@ def _cancel_answers_early() -> None:
         turn_id = self.host.activity_of(session_id).active_turn_id
         if task is None or task.done():
             return None
+        if task in self.closing:  # too late: its end is being recorded, and stays whole
+            return None
         task.cancel()
         await asyncio.sleep(0)  # the answer goes out while the turn is still winding down
         return turn_id
