@@ -475,7 +475,8 @@ def provider_config_cache() -> None:
 
         try:
             # looked up on the module, as the reference does, so a wrapper of it stays live
-            return await turns_module.complete(  # type: ignore[attr-defined]
+            # looked up on each call, through the module the host calls it from
+            return await vars(turns_module)["complete"](
                 self.host.http, config, messages, offered_tools(session.mode), on_text
             )
         except ProviderError as error:

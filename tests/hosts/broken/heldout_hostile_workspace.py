@@ -459,7 +459,7 @@ def edit_universal_newlines() -> None:
 def command_cwd_canonical() -> None:
     from reference_host import turns
 
-    original: Callable[..., Awaitable[Any]] = getattr(turns, "run_command")  # noqa: B009
+    original: Callable[..., Awaitable[Any]] = vars(turns)["run_command"]
 
     async def run_command(*, cwd: str, **kwargs: Any) -> Any:
         return await original(cwd=os.path.realpath(cwd), **kwargs)
