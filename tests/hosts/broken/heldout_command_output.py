@@ -395,9 +395,7 @@ def cap_shared_by_turn() -> None:
 def model_line_ends_translated() -> None:
     from reference_host import commands
 
-    base = commands._Collector
-
-    class Collector(base):  # type: ignore[misc, valid-type]
+    class Collector(commands._Collector):
         def text(self) -> str:
             text: str = super().text()
             return text.replace("\r\n", "\n").replace("\r", "\n")
