@@ -145,8 +145,13 @@ def test_a_cancel_ends_what_left_the_group(tmp_path: Path, text: str) -> None:
 
 
 def test_a_straggler_holding_the_output_does_not_hold_the_command(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The host gives a pipe 1 s to reach its end once the command is over; on a loaded
+    # machine finding and ending the straggler can take longer than that, which is not
+    # what this test is about: it proves the straggler is found at all.
+    monkeypatch.setattr(commands, "OUTPUT_GRACE_S", WAIT_S)
+
     async def body() -> int:
         notes = Notes()
         await asyncio.wait_for(
