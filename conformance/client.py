@@ -194,6 +194,7 @@ class HostClient:
         self._write_lock = threading.Lock()
         # (clock reading, notifications received before the answer) of every clock move
         self.clock_moves: list[tuple[int, int]] = []
+        self.unanswered = False  # a request of this connection went unanswered in time
         self._reader = threading.Thread(target=self._read, name="host-reader", daemon=True)
         self._reader.start()
 
@@ -329,6 +330,7 @@ class HostClient:
                     self.clock_moves.append((now, response.mark))
             return response.message
         if not arrived:
+            self.unanswered = True
             raise TimeoutError(f"no response to {method} within {timeout} s")
         raise self._stopped(f"before answering {method}")
 

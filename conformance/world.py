@@ -32,6 +32,10 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 P = ParamSpec("P")
 
+# How long a host that left a request unanswered gets to exit, once its input has closed,
+# and again after SIGTERM (a host that answers gets the driver's own, longer, wait).
+UNANSWERED_STOP_S = 2.0
+
 
 def need(value: T | None, what: str) -> T:
     """``value``, or a harness error: a step ran before the step that provides ``what``."""
@@ -386,6 +390,10 @@ class World:
         status: int | None = None
         if crash:
             self.host.crash(leave_commands=leave_commands)
+        elif self.client is not None and self.client.unanswered:
+            # A host that left a request unanswered for the whole step timeout is unlikely
+            # to heed its input closing: its scenario has failed, so it gets a short while.
+            status = self.host.stop(UNANSWERED_STOP_S, leave_commands=leave_commands)
         else:
             status = self.host.stop(leave_commands=leave_commands)
         if leave_commands:
