@@ -525,6 +525,14 @@ class World:
         found = [*self.retired_notifications, *live][since:]
         return [n for n in found if method is None or n["method"] == method]
 
+    def tool_results(self, turn_id: str, since: int = 0) -> list[dict[str, Any]]:
+        """The ``turn/toolResult`` params the turn ``turn_id`` announced from ``since`` on."""
+        return [
+            n["params"]
+            for n in self.notifications("turn/toolResult", since)
+            if n["params"]["turnId"] == turn_id
+        ]
+
     def wait_for(
         self,
         method: str,

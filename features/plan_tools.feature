@@ -78,6 +78,23 @@ Feature: What the agent may do while planning
         | read                  | UNKNOWN_TOOL |
         | WRITE                 | UNKNOWN_TOOL |
 
+    @R1.5 @P27
+    Scenario Outline: A change the model attempts while planning with unreadable input is refused without a question (<case>)
+      Given the project has a file "notes.txt" containing "original"
+      And a session for the project in Plan mode
+      And the model will call <tool> with the input <input>
+      When the user sends a prompt
+      Then the <tool> call was refused with TOOL_DENIED or INVALID_TOOL_INPUT
+      And the user was not asked for permission
+      And nothing in the project changed
+      And the session is in Plan mode
+
+      Examples:
+        | case                            | tool  | input                                                                                    |
+        | a write without content         | Write | {"path": "made.txt"}                                                                     |
+        | a write to a path holding a NUL | Write | {"path": "made\u0000.txt", "content": "x"}                                               |
+        | an edit whose flag is text      | Edit  | {"path": "notes.txt", "old_string": "original", "new_string": "new", "replace_all": "y"} |
+
   Rule: Plan is the same agent as Agent, in a planning state (§1)
 
     @R1.3

@@ -209,6 +209,19 @@ Feature: One active turn, configuration only while idle
         | mode to the same one            |
         | permission mode to the same one |
 
+    @R5.7 @R5.3
+    Scenario Outline: A request the moment a plan is submitted is refused, busy or pending (<request>)
+      Given a session for the project in Plan mode
+      When the moment the plan is submitted the user tries to <request>
+      Then the request is refused with SESSION_BUSY or APPROVAL_PENDING
+      And once the Plan turn has ended the plan still awaits the user's decision
+      And the session's configuration is unchanged
+
+      Examples:
+        | request                    |
+        | send another prompt        |
+        | change the permission mode |
+
     @R5.7
     Scenario: Cancelling while a plan is pending is refused
       Given a plan titled "Pending" is awaiting approval

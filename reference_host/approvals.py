@@ -147,6 +147,8 @@ class Approvals:
         host.set_activity(session.id, pending_approval_id=row.id)
         host.clock.call_at(row.expires_at, lambda: self.expire(row.id))
         host.notify("approval/updated", {"approval": approval_wire(row)})
+        # session/get shows the pending approval from now on, while the turn still ends
+        await host.publish_session(session.id)
         return row
 
     # -- reading ------------------------------------------------------------------------

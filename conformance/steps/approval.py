@@ -9,7 +9,8 @@ that asks the model once more than it should is caught by the after-scenario che
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Final
 
 from pytest_bdd import given, parsers, then, when
 
@@ -19,6 +20,7 @@ from conformance.explore.model import APPROVAL_TTL_MS
 from conformance.mock_provider import StallReply, TextReply
 from conformance.protocol_models import ApprovalApproveParams
 from conformance.steps.boundaries import _started as turn_reached_model
+from conformance.steps.boundaries import plan_still_pending, try_configure, try_prompt
 from conformance.steps.common import unchecked
 from conformance.steps.model import (
     default_markdown,
@@ -40,6 +42,7 @@ from conformance.steps.sessions import (
     _create,
     create_session_in_mode,
     read_session,
+    remember_configuration,
     session_id,
     stored_session,
 )
@@ -285,6 +288,39 @@ def ask_for_new_plan(world: World) -> None:
 def try_another_plan(world: World) -> None:
     world.cursors.turn = world.mark()
     world.attempt_typed(world.rpc.prompt, session_id(world), PLAN_PROMPT)
+
+
+_AS_SUBMITTED: Final[dict[str, Callable[[World], None]]] = {
+    "send another prompt": try_prompt,
+    "change the permission mode": lambda world: try_configure(world, "permission mode"),
+}
+
+
+@when(parsers.parse("the moment the plan is submitted the user tries to {request}"))
+def request_as_plan_submitted(world: World, request: str) -> None:
+    """The request goes out as soon as the plan's pending ``approval/updated`` arrives,
+    while the Plan turn that submitted it may still be ending: the contract lets the host
+    answer that with SESSION_BUSY or APPROVAL_PENDING, and with nothing else."""
+    title = "Submitted just now"
+    script_plan(world, title, default_markdown(title))
+    remember_configuration(world)
+    world.cursors.turn = world.mark()
+    world.cursors.provider_turn = len(world.provider.requests())
+    turn_id = granted(world.rpc.prompt, session_id(world), PLAN_PROMPT).turnId
+    world.plan.turn_id = turn_id
+    submitted = world.wait_for(
+        "approval/updated", lambda p: p["approval"]["turnId"] == turn_id, since=world.cursors.turn
+    )
+    _AS_SUBMITTED[request](world)
+    world.plan.approval = submitted["approval"]
+
+
+@then("once the Plan turn has ended the plan still awaits the user's decision")
+def pending_once_turn_ended(world: World) -> None:
+    turn_id = need(world.plan.turn_id, "the Plan turn")
+    ended = world.wait_for("turn/ended", lambda p: p["turnId"] == turn_id, since=world.cursors.turn)
+    assert ended["outcome"] == "completed", f"the Plan turn that submitted the plan ended {ended}"
+    plan_still_pending(world)
 
 
 # -- decisions ----------------------------------------------------------------------------

@@ -1071,11 +1071,7 @@ def only_first_answered(world: World) -> None:
         f"the first session's allowed Write did not run (its turn ended {ended['outcome']})"
     )
     other_turn = world.boundary.turn_of[OTHER]
-    other_results = [
-        n["params"]
-        for n in world.notifications("turn/toolResult")
-        if n["params"]["turnId"] == other_turn
-    ]
+    other_results = world.tool_results(other_turn)
     assert not other_results, (
         f"the answer to the first session's question also decided the second's: {other_results}"
     )

@@ -348,11 +348,7 @@ def _submitted_in_execution(world: World, title: str, execution_id: str) -> dict
         submitted: dict[str, Any] = found["params"]
         return submitted
     turn = found["params"]["turnId"]
-    results = [
-        n["params"]
-        for n in world.notifications("turn/toolResult", world.cursors.approve)
-        if n["params"]["turnId"] == turn
-    ]
+    results = world.tool_results(turn, world.cursors.approve)
     raise AssertionError(
         f"the execution's turn {turn} ended {found['params']['outcome']} without submitting "
         f'the plan "{title}" the model made in it (a plan made while carrying out another '

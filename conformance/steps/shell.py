@@ -220,14 +220,9 @@ def _command_started_before_its_turn_ended(world: World, turn_id: str) -> None:
         for n in world.notifications("command/started", since)
     ):
         return
-    results = [
-        n["params"]
-        for n in world.notifications("turn/toolResult", since)
-        if n["params"]["turnId"] == turn_id
-    ]
     raise AssertionError(
         f"the turn {turn_id} ended without starting the model's command; its tool results: "
-        f"{results}"
+        f"{world.tool_results(turn_id, since)}"
     )
 
 
@@ -748,9 +743,7 @@ def printed_as_is(world: World, sample: str) -> None:
     with blame("P10"):  # Bash gives the model the command's output
         turn_id = _turn_id(world)
         results = [
-            n["params"]
-            for n in world.notifications("turn/toolResult", world.cursors.turn)
-            if n["params"]["turnId"] == turn_id and n["params"]["tool"] == "Bash"
+            r for r in world.tool_results(turn_id, world.cursors.turn) if r["tool"] == "Bash"
         ]
         assert len(results) == 1, f"the Bash call got {len(results)} results"
         call_id = results[0]["toolCallId"]

@@ -123,6 +123,41 @@ def _busy_before_pending() -> None:
     patch(host_module, "ensure_idle_for", busy_first, wraps=True)
 
 
+PLAN_TURN_END_DELAY_S = 0.05
+
+
+def plan_turn_ends_slowly() -> None:
+    """The Plan turn that submitted a plan records its end 50 ms later: the session stays
+    busy with that turn, its plan already pending, for long enough that a client's next
+    request surely arrives in between."""
+    end = turns.TurnRunner._end
+
+    async def slowly(
+        self: turns.TurnRunner,
+        session_id: str,
+        turn_id: str,
+        approval: Any,
+        on_end: Any,
+        outcome: str,
+        error: HostError | None,
+    ) -> None:
+        activity = self.host.activity_of(session_id)
+        if activity.pending_approval_id is not None and activity.active_turn_id == turn_id:
+            await asyncio.sleep(PLAN_TURN_END_DELAY_S)
+        await end(self, session_id, turn_id, approval, on_end, outcome, error)
+
+    patch(turns.TurnRunner, "_end", slowly, wraps=True)
+
+
+@variant("fr-busy-first-while-the-plan-turn-ends-slowly")
+def _busy_first_while_the_plan_turn_ends_slowly() -> None:
+    # The same freedom as fr-busy-before-pending, reached every time: the submitting Plan
+    # turn takes 50 ms to end (how long a turn takes to end is the host's), and a prompt or
+    # change in that time gets SESSION_BUSY.
+    _busy_before_pending()
+    plan_turn_ends_slowly()
+
+
 @variant("fr-configure-announced-twice")
 def _configure_announced_twice() -> None:
     # A configure "is announced with `session/updated` before its answer"; what the suite
@@ -574,6 +609,11 @@ CASES = [
         "fr-busy-before-pending",
         "sessions,turn_boundaries,submit_plan,approval",
         why="SESSION_BUSY rather than APPROVAL_PENDING while the submitting turn runs",
+    ),
+    AllowedCase(
+        "fr-busy-first-while-the-plan-turn-ends-slowly",
+        "turn_boundaries,submit_plan,approval",
+        why="SESSION_BUSY while the submitting Plan turn, slow to end, is still ending",
     ),
     AllowedCase(
         "fr-configure-announced-twice",

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import itertools
 import json
 import weakref
 from dataclasses import replace
 from typing import Any, cast
 
+from hosts.allowed.fair_round_rules import plan_turn_ends_slowly
 from hosts.registry import BrokenCase, patch, variant
 from reference_host import permissions, state
 from reference_host.approvals import Approvals
@@ -373,6 +375,76 @@ def _nul_path_fails_the_tool() -> None:
     patch(files, "resolve_inside", resolve)
 
 
+_SUBMITTING: contextvars.ContextVar[bool] = contextvars.ContextVar("submitting", default=False)
+
+
+@variant("pending-announced-only-when-the-plan-turn-ends")
+def _pending_announced_only_when_the_plan_turn_ends() -> None:
+    # R7.2: every change of what session/get reports is announced by a session/updated. This
+    # host announces a session once per turn, when the turn's end is stored; the pending
+    # approval a SubmitPlan makes shows in session/get at once but is announced only then.
+    # Its Plan turn takes 50 ms to end, so a read in between surely sees the difference.
+    publish = Host.publish_session
+    submit = Approvals.submit
+
+    async def publish_unless_submitting(self: Host, session_id: str) -> dict[str, Any]:
+        if _SUBMITTING.get():
+            return self.session_wire(await self.require_session(session_id))
+        return await publish(self, session_id)
+
+    async def quietly(
+        self: Approvals, session: SessionRow, turn_id: str, args: dict[str, Any]
+    ) -> ApprovalRow:
+        token = _SUBMITTING.set(True)
+        try:
+            return await submit(self, session, turn_id, args)
+        finally:
+            _SUBMITTING.reset(token)
+
+    patch(Host, "publish_session", publish_unless_submitting)
+    patch(Approvals, "submit", quietly)
+    plan_turn_ends_slowly()
+
+
+_DEFERRED: weakref.WeakKeyDictionary[object, dict[str, str]] = weakref.WeakKeyDictionary()
+
+
+@variant("plan-turn-freed-at-submit")
+def _plan_turn_freed_at_submit() -> None:
+    # R5.7, R5.3: while a plan is pending (or its Plan turn still ends) a prompt or change is
+    # refused. This host counts the session idle as soon as the model's plan is submitted
+    # (the model is done) and records the pending approval only when the turn's end is
+    # stored, 50 ms later: a prompt or change in between is accepted.
+    submit = Approvals.submit
+    end = TurnRunner._end
+
+    async def freed(
+        self: Approvals, session: SessionRow, turn_id: str, args: dict[str, Any]
+    ) -> ApprovalRow:
+        row = await submit(self, session, turn_id, args)
+        _DEFERRED.setdefault(self.host, {})[session.id] = row.id
+        self.host.set_activity(session.id, active_turn_id=None, pending_approval_id=None)
+        return row
+
+    async def recorded_at_end(
+        self: TurnRunner,
+        session_id: str,
+        turn_id: str,
+        approval: ApprovalRow | None,
+        on_end: Any,
+        outcome: str,
+        error: HostError | None,
+    ) -> None:
+        deferred = _DEFERRED.setdefault(self.host, {}).pop(session_id, None)
+        if deferred is not None:
+            await asyncio.sleep(0.05)
+            self.host.set_activity(session_id, pending_approval_id=deferred)
+        await end(self, session_id, turn_id, approval, on_end, outcome, error)
+
+    patch(Approvals, "submit", freed)
+    patch(TurnRunner, "_end", recorded_at_end)
+
+
 @variant("answers-only-initialize")
 def _answers_only_initialize() -> None:
     # Not a case: tests/test_cli_unserved.py proves that a run against a host that answers
@@ -394,6 +466,20 @@ def _answers_only_initialize() -> None:
 
 
 CASES = [
+    BrokenCase(
+        "pending-announced-only-when-the-plan-turn-ends",
+        "turn_boundaries",
+        "the_moment_a_plan_is_submitted",
+        "R7.2",
+        "two reports of one record disagreed",
+    ),
+    BrokenCase(
+        "plan-turn-freed-at-submit",
+        "turn_boundaries",
+        "the_moment_a_plan_is_submitted",
+        "R5.7",
+        "expected SESSION_BUSY or APPROVAL_PENDING",
+    ),
     BrokenCase(
         "question-ids-restart-with-the-process",
         "execution",

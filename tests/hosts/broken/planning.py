@@ -1145,7 +1145,34 @@ def _lone_surrogate_written_replaced() -> None:
     patch(files, "_encode", encode)
 
 
+@variant("plan-refusal-reads-unchecked-input")
+def _plan_refusal_reads_unchecked_input() -> None:
+    # R1.5, P27, P9: the Plan refusal of a Write or Edit names the file it refused, read
+    # from the call's input before any try: an input outside the tool's shape raises out of
+    # the call instead of failing it, so the whole turn fails and no result is reported.
+    run_call = turns.TurnRunner._run_call
+
+    async def naming_the_path(
+        self: turns.TurnRunner, session: SessionRow, turn_id: str, call: Any, unattended: bool
+    ) -> Any:
+        if session.mode == "plan" and call.name in ("Write", "Edit"):
+            args = turns.validate_args(turns._SPECS[call.name], turns._arguments(call))
+            return turns._failure(
+                HostError("TOOL_DENIED", f"{call.name} of {args['path']} is not available in Plan")
+            )
+        return await run_call(self, session, turn_id, call, unattended)
+
+    patch(turns.TurnRunner, "_run_call", naming_the_path)
+
+
 CASES = [
+    BrokenCase(
+        "plan-refusal-reads-unchecked-input",
+        "plan_tools",
+        "planning_with_unreadable_input and without_content",
+        "P9",
+        "the host reported no result for the Write call",
+    ),
     BrokenCase(
         "lone-surrogate-written-replaced",
         "plan_tools",
