@@ -223,6 +223,13 @@ Feature: One active turn, configuration only while idle
         | change the permission mode |
 
     @R5.7
+    Scenario: Cancelling the moment a plan is submitted is refused
+      Given a session for the project in Plan mode
+      When the moment the plan is submitted the user tries to cancel
+      Then the request is refused with APPROVAL_PENDING
+      And once the Plan turn has ended the plan still awaits the user's decision
+
+    @R5.7
     Scenario: Cancelling while a plan is pending is refused
       Given a plan titled "Pending" is awaiting approval
       When the user tries to cancel

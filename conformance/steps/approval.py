@@ -20,7 +20,7 @@ from conformance.explore.model import APPROVAL_TTL_MS
 from conformance.mock_provider import StallReply, TextReply
 from conformance.protocol_models import ApprovalApproveParams
 from conformance.steps.boundaries import _started as turn_reached_model
-from conformance.steps.boundaries import plan_still_pending, try_configure, try_prompt
+from conformance.steps.boundaries import plan_still_pending, try_cancel, try_configure, try_prompt
 from conformance.steps.common import unchecked
 from conformance.steps.model import (
     default_markdown,
@@ -293,6 +293,7 @@ def try_another_plan(world: World) -> None:
 _AS_SUBMITTED: Final[dict[str, Callable[[World], None]]] = {
     "send another prompt": try_prompt,
     "change the permission mode": lambda world: try_configure(world, "permission mode"),
+    "cancel": try_cancel,
 }
 
 

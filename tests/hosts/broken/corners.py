@@ -13,6 +13,7 @@ from typing import Any, cast
 
 from hosts.allowed.fair_round_rules import plan_turn_ends_slowly
 from hosts.registry import BrokenCase, patch, variant
+from reference_host import host as host_module
 from reference_host import permissions, state
 from reference_host.approvals import Approvals
 from reference_host.errors import HostError
@@ -445,6 +446,22 @@ def _plan_turn_freed_at_submit() -> None:
     patch(TurnRunner, "_end", recorded_at_end)
 
 
+@variant("cancel-reaches-the-ending-plan-turn")
+def _cancel_reaches_the_ending_plan_turn() -> None:
+    # R5.7: a cancel while a plan is pending gets APPROVAL_PENDING, also while the Plan turn
+    # that submitted it is still ending. This host looks for a turn to cancel first and
+    # refuses for the pending plan only when there is none: a cancel right after the plan's
+    # approval/updated cancels its Plan turn (which takes 50 ms to end here).
+    ensure_can_cancel = state.ensure_can_cancel
+
+    def turn_first(activity: state.Activity) -> None:
+        if activity.active_turn_id is None:
+            ensure_can_cancel(activity)
+
+    patch(host_module, "ensure_can_cancel", turn_first)
+    plan_turn_ends_slowly()
+
+
 @variant("answers-only-initialize")
 def _answers_only_initialize() -> None:
     # Not a case: tests/test_cli_unserved.py proves that a run against a host that answers
@@ -466,6 +483,13 @@ def _answers_only_initialize() -> None:
 
 
 CASES = [
+    BrokenCase(
+        "cancel-reaches-the-ending-plan-turn",
+        "turn_boundaries",
+        "cancelling_the_moment_a_plan_is_submitted",
+        "R5.7",
+        "expected the host to refuse",
+    ),
     BrokenCase(
         "pending-announced-only-when-the-plan-turn-ends",
         "turn_boundaries",
