@@ -292,6 +292,14 @@ Feature: Immutable host-written plan artifacts
       Then the approval goes ahead and the plan is carried out
 
     @P13
+    Scenario: A plan file saved again as a new file with the same bytes can be approved
+      Given a plan titled "Checked at approval" is awaiting approval
+      And the model will answer "Carried out."
+      When the plan file is saved again as a new file holding the same bytes
+      And the user tries to approve the plan with permission mode auto
+      Then the approval goes ahead and the plan is carried out
+
+    @P13
     Scenario Outline: A plan opened before its file changed is refused when opened again (<change>)
       Given a plan titled "Checked at approval" is awaiting approval
       And the user opened the plan artifact

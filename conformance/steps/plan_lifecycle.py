@@ -424,6 +424,17 @@ def restore_plan_file(world: World) -> None:
     path.write_bytes(original)
 
 
+@when("the plan file is saved again as a new file holding the same bytes")
+def resave_plan_file(world: World) -> None:
+    # As an editor saves: a new file written beside it, then renamed over it (a new inode,
+    # a new modification time, the file mode of a new file), the bytes as recorded.
+    path = artifact_file(world)
+    original = path.read_bytes()
+    fresh = path.with_name(f".{path.name}.saving")
+    fresh.write_bytes(original)
+    os.replace(fresh, path)
+
+
 @given(parsers.parse("the user tried to approve the plan with permission mode {mode}"))
 @when(parsers.parse("the user tries to approve the plan with permission mode {mode}"))
 def try_approve(world: World, mode: str) -> None:

@@ -12,8 +12,10 @@ import contextlib
 import hashlib
 import os
 import re
+import stat
 import sys
 import unicodedata
+import weakref
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -1165,7 +1167,49 @@ def _plan_refusal_reads_unchecked_input() -> None:
     patch(turns.TurnRunner, "_run_call", naming_the_path)
 
 
+_INODES: weakref.WeakKeyDictionary[object, dict[str, int]] = weakref.WeakKeyDictionary()
+
+
+@variant("artifact-identity-by-inode")
+def _artifact_identity_by_inode() -> None:
+    # P13: the bytes at the artifact's path decide; a new file there holding the recorded
+    # bytes (an editor's save through a rename) can be approved. This host reads "the
+    # approval's own file" as the file it wrote: it records the artifact's inode at
+    # submission and refuses any other file in its place as modified, bytes unread.
+    submit = Approvals.submit
+    verified_content = Approvals.verified_content
+
+    async def remember_inode(
+        self: Approvals, session: SessionRow, turn_id: str, args: dict[str, Any]
+    ) -> ApprovalRow:
+        row = await submit(self, session, turn_id, args)
+        if session.workspace_root and row.artifact_path:
+            path = Path(session.workspace_root) / row.artifact_path
+            _INODES.setdefault(self.host, {})[row.id] = path.stat().st_ino
+        return row
+
+    async def same_inode(self: Approvals, session: SessionRow, row: ApprovalRow) -> bytes:
+        recorded = _INODES.setdefault(self.host, {}).get(row.id)
+        if recorded is not None and session.workspace_root and row.artifact_path:
+            path = Path(session.workspace_root) / row.artifact_path
+            with contextlib.suppress(OSError):
+                found = path.lstat()
+                if stat.S_ISREG(found.st_mode) and found.st_ino != recorded:
+                    raise HostError("ARTIFACT_MODIFIED", f"{row.artifact_path} is another file")
+        return await verified_content(self, session, row)
+
+    patch(Approvals, "submit", remember_inode)
+    patch(Approvals, "verified_content", same_inode)
+
+
 CASES = [
+    BrokenCase(
+        "artifact-identity-by-inode",
+        "artifact_integrity",
+        "saved_again_as_a_new_file",
+        "P13",
+        "ARTIFACT_MODIFIED",
+    ),
     BrokenCase(
         "plan-refusal-reads-unchecked-input",
         "plan_tools",
