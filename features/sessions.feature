@@ -490,6 +490,21 @@ Feature: Sessions and their configuration
       Then the answer shown to the user is exactly the model's answer
 
     @P31
+    Scenario: An answer holding no text at all completes the turn and shows no text
+      Given a session for the project
+      And the model will answer with no text at all
+      When the user talks to the agent
+      Then the answer shown to the user is exactly the model's answer
+
+    @P31 @R1.3
+    Scenario: A turn after an answer holding no text goes on with the conversation
+      Given a session for the project
+      And the user talked to the agent and the model answered with no text at all
+      And the model will answer "Noted."
+      When the user sends another prompt
+      Then the model saw the earlier conversation
+
+    @P31
     Scenario Outline: An answer beyond ASCII reaches the user whole, however the provider streams it (<style>)
       Given a session for the project
       And the model provider streams its answers <style>

@@ -432,7 +432,7 @@ def resave_plan_file(world: World) -> None:
     original = path.read_bytes()
     fresh = path.with_name(f".{path.name}.saving")
     fresh.write_bytes(original)
-    os.replace(fresh, path)
+    fresh.replace(path)
 
 
 @given(parsers.parse("the user tried to approve the plan with permission mode {mode}"))

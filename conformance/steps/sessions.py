@@ -1120,6 +1120,20 @@ def model_answers_spaced(world: World) -> None:
 WIDE_ANSWER: Final = "Caf\u00e9 \u2192 na\u00efve \U0001f680 a\u0085b\u2028c\u2029d done"
 
 
+@given("the model will answer with no text at all")
+def model_answers_nothing(world: World) -> None:
+    world.script.answer = ""
+    world.provider.enqueue(TextReply(""))
+
+
+@given("the user talked to the agent and the model answered with no text at all")
+def talked_to_a_silent_model(world: World) -> None:
+    model_answers_nothing(world)
+    text = "Is there anything left to do?"
+    converse(world, text)
+    world.script.earlier_conversation.append(text)
+
+
 @given("the model will answer with characters beyond ASCII and ones taken for line breaks")
 def model_answers_wide(world: World) -> None:
     world.script.answer = WIDE_ANSWER
@@ -1178,7 +1192,7 @@ def answer_shown_exactly(world: World) -> None:
         for n in world.notifications("turn/text")
         if n["params"]["sessionId"] == own
     )
-    answer = world.script.answer or SPACED_ANSWER
+    answer = SPACED_ANSWER if world.script.answer is None else world.script.answer
     assert shown == answer, (
         f"the turn/text notifications, joined, read {shown!r}; the model answered {answer!r}"
     )

@@ -462,6 +462,25 @@ def _cancel_reaches_the_ending_plan_turn() -> None:
     plan_turn_ends_slowly()
 
 
+@variant("empty-answer-taken-for-a-provider-failure")
+def _empty_answer_taken_for_a_provider_failure() -> None:
+    # P31, R1.3: the model's answer passes through as it is, an empty one too: the turn
+    # completes. This host takes an answer with neither text nor tool calls for a broken
+    # response and fails the turn with PROVIDER_ERROR.
+    from reference_host import turns
+    from reference_host.provider_client import AssistantReply
+
+    complete = turns.complete
+
+    async def non_empty(*args: Any, **kwargs: Any) -> AssistantReply:
+        reply: AssistantReply = await complete(*args, **kwargs)
+        if not reply.text and not reply.tool_calls:
+            raise HostError("PROVIDER_ERROR", "the model returned an empty answer")
+        return reply
+
+    patch(turns, "complete", non_empty)
+
+
 @variant("answers-only-initialize")
 def _answers_only_initialize() -> None:
     # Not a case: tests/test_cli_unserved.py proves that a run against a host that answers
@@ -483,6 +502,13 @@ def _answers_only_initialize() -> None:
 
 
 CASES = [
+    BrokenCase(
+        "empty-answer-taken-for-a-provider-failure",
+        "sessions",
+        "no_text",
+        "P31",
+        "the turn ended failed",
+    ),
     BrokenCase(
         "cancel-reaches-the-ending-plan-turn",
         "turn_boundaries",
