@@ -427,6 +427,22 @@ Feature: Scheduled tasks never plan unattended
       Then the task ran when its time came
 
     @P29
+    Scenario Outline: A task that ran at its time does not run again when that time comes again (<how>)
+      Given a scheduled task in Agent mode for the project
+      And the task is due in 5 minutes
+      And the model will answer "The changelog is tidy." for the task
+      And the task ran when its time came
+      And the model would answer "The changelog is tidy." if it were asked
+      And <how>
+      When the time the task was due comes
+      Then the task that already ran did not run again
+
+      Examples:
+        | how                                 |
+        | the host restarted                  |
+        | the host clock was set back an hour |
+
+    @P29
     Scenario: A switched-off task stays off across a restart
       Given a scheduled task in Agent mode for the project
       And the task is due in 5 minutes

@@ -909,6 +909,25 @@ def task_ran_once(world: World) -> None:
     task_ran_at_its_time(world)
 
 
+@then("the task that already ran did not run again")
+@verifies("P29")
+def ran_only_once(world: World) -> None:
+    task_id = _task_id(world)
+    granted(world.rpc.list_sessions)  # a round trip: whatever the clock move started shows
+    finished = [
+        n["params"]["run"]
+        for n in world.notifications("task/runFinished")
+        if n["params"]["run"]["taskId"] == task_id
+    ]
+    stored = world.storage().rows("scheduled_task_runs", "task_id = ?", (task_id,))
+    calls = len(world.provider.requests())
+    assert (len(finished), len(stored), calls) == (1, 1, 1), (
+        f"the task ran again when the time it had already run at came again: {len(finished)} "
+        f"run(s) announced, {len(stored)} stored, {calls} model request(s) in all (a task "
+        "runs once for a runAt)"
+    )
+
+
 def _did_not_run(world: World, which: str) -> None:
     """No trace of a run since the scenario's mark (the clock move that would have started
     it answered only after the host fired what was due)."""

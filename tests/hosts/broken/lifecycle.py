@@ -1645,7 +1645,60 @@ def _completed_turn_keeps_last_error() -> None:
     rewrite_notifications(rewrite)
 
 
+def _fire_keeping_the_time() -> None:
+    """A task's timer fires and runs it, leaving its runAt as it was (which the contract
+    allows) and nothing else to say that it ran at that time."""
+
+    async def fire(self: Tasks, task_id: str) -> None:
+        self._timers.pop(task_id, None)
+        row = await self.host.storage.get_task(task_id)
+        if row is None or not row["enabled"]:
+            return
+        with contextlib.suppress(HostError):
+            await self.run(row)
+
+    patch(Tasks, "_fire", fire)
+
+
+@variant("task-that-ran-rearmed-at-start")
+def _task_that_ran_rearmed_at_start() -> None:
+    # P29: a task runs once for its runAt. This host keeps a fired task's runAt and, at
+    # start, arms every enabled task whose runAt is still ahead of the (fresh) clock: a
+    # task that already ran at that time runs again when the time comes after a restart.
+    _fire_keeping_the_time()
+
+
+@variant("tasks-rearmed-when-the-clock-is-set")
+def _tasks_rearmed_when_the_clock_is_set() -> None:
+    # P29, P32: a task runs once for its runAt, however the clock moves. This host keeps a
+    # fired task's runAt and re-arms every task's timer when the clock is set, so a task
+    # that ran runs again once a clock set back reaches its time again.
+    _fire_keeping_the_time()
+    clock_set = Host.clock_set
+
+    async def rearming(self: Host, params: dict[str, Any]) -> dict[str, Any]:
+        answer = await clock_set(self, params)
+        await self.tasks.schedule_all()
+        return answer
+
+    patch(Host, "clock_set", rearming)
+
+
 CASES = [
+    BrokenCase(
+        "task-that-ran-rearmed-at-start",
+        "scheduled_plan",
+        "comes_again and restarted",
+        "P29",
+        "the task ran again when the time it had already run at came again",
+    ),
+    BrokenCase(
+        "tasks-rearmed-when-the-clock-is-set",
+        "scheduled_plan",
+        "comes_again and set_back",
+        "P29",
+        "the task ran again when the time it had already run at came again",
+    ),
     BrokenCase(
         "completed-turn-keeps-last-error",
         "sessions",
