@@ -209,6 +209,15 @@ Feature: Sessions are isolated from each other
       When the user talks to the agent
       Then the provider was asked for the first session's own model
 
+    @R5.9
+    Scenario: A session asks for its own model after another session of its project talked on another model
+      Given another session is open for the same project
+      And the other session was changed to another model
+      And the other session talked to the agent on its model
+      And the model will answer "The first session's model answers."
+      When the user talks to the agent
+      Then the provider was asked for the first session's own model
+
     @R4.5 @R5.9
     Scenario: Two sessions' executions under way at once each end their own
       Given another session has a plan awaiting approval

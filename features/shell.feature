@@ -258,6 +258,12 @@ Feature: Shells and streamed commands
       Then the second command is still running, its own minute not yet over
 
     @C5 @P32
+    Scenario: A command outlasting its timeout in real time runs on while the host clock stands still
+      Given a session for the project with permission mode auto
+      When the model runs a half-second command with a timeout of 200 ms
+      Then the command ran to its end, its timeout not reached on the host clock
+
+    @C5 @P32
     Scenario: A command times out when the clock is set past its timeout
       Given a session for the project with permission mode auto
       When the model runs a command that leaves a process in the background and waits, with a timeout of 2000 ms

@@ -38,6 +38,7 @@ from conformance.steps.sessions import (
     MODES,
     _create,
     configure,
+    converse,
     new_setting,
     permission_request,
     prompt,
@@ -1150,6 +1151,15 @@ def answers_reach_owner(world: World) -> None:
 @given("the other session was changed to another model")
 def other_session_other_model(world: World) -> None:
     configure(world, new_setting(world, "model", OTHER), OTHER).require_result()
+
+
+@given("the other session talked to the agent on its model")
+def other_session_talked(world: World) -> None:
+    world.provider.enqueue(TextReply("The other session's model answers."))
+    converse(world, "Please take a look at the project.", OTHER)
+    asked = world.provider.requests()[-1].model
+    other = read_session(world, OTHER)["provider"]["model"]
+    assert asked == other, f"the other session asked for the model {asked!r}, not {other!r}"
 
 
 @then("the provider was asked for the first session's own model")

@@ -1142,6 +1142,27 @@ def nothing_left(world: World) -> None:
     assert not alive, f"processes the command started are still alive after it ended: {alive}"
 
 
+@when("the model runs a half-second command with a timeout of 200 ms")
+def outlasts_timeout_in_real_time(world: World) -> None:
+    # The shell's own sleep: real time passes while the host clock stands still (P32).
+    _start(world, 'sleep 0.5; echo "outlasted"', timeout_ms=200)
+    _turn_end(world)
+
+
+@then("the command ran to its end, its timeout not reached on the host clock")
+@verifies("C5", "P32")
+def ran_past_real_timeout(world: World) -> None:
+    exited = _exited(world)
+    ending = {k: exited[k] for k in ("exitCode", "signal", "timedOut", "cancelled")}
+    assert ending == {"exitCode": 0, "signal": None, "timedOut": False, "cancelled": False}, (
+        f"a command whose 200 ms passed in real time but not on the host clock ended {ending}: "
+        "command timeouts are measured on the host clock, which stood still"
+    )
+    assert _output(world, "stdout") == "outlasted\n", repr(_output(world, "stdout"))
+    results = world.tool_results(_turn_id(world), world.cursors.turn)
+    assert [r["status"] for r in results] == ["ok"], f"the Bash call's result: {results}"
+
+
 @then("the command timed out with a COMMAND_TIMED_OUT error")
 @verifies("P19", "C5")
 def timed_out(world: World) -> None:
@@ -1160,11 +1181,7 @@ def timed_out(world: World) -> None:
         lambda p: p["turnId"] == turn_id and p["tool"] == "Bash",
         since=world.cursors.turn,
     )
-    results = [
-        n["params"]
-        for n in world.notifications("turn/toolResult", world.cursors.turn)
-        if n["params"]["turnId"] == turn_id and n["params"]["tool"] == "Bash"
-    ]
+    results = [r for r in world.tool_results(turn_id, world.cursors.turn) if r["tool"] == "Bash"]
     assert len(results) == 1, f"the Bash call got {len(results)} results"
     code = (results[0].get("error") or {}).get("code")
     assert (results[0]["status"], code) == ("error", "COMMAND_TIMED_OUT"), (

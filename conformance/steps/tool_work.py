@@ -25,7 +25,7 @@ from conformance.messages import (
     request_text,
     unanswered_tool_messages,
 )
-from conformance.mock_provider import RecordedRequest, TextReply
+from conformance.mock_provider import RecordedRequest, StallReply, TextReply
 from conformance.steps.model import script_calls, tool_call
 from conformance.steps.plan import check_one_result, check_refusal
 from conformance.steps.requests import granted
@@ -400,21 +400,52 @@ def plan_tools_after_switch(world: World) -> None:
         )
 
 
-@then("the session was announced in Plan mode while its turn still ran")
+@given("the model will switch to planning and then take its time to answer")
+def model_switches_then_thinks(world: World) -> None:
+    script_calls(world, tool_call(world, "EnterPlanMode", {}), answer=None)
+    world.provider.enqueue(StallReply(suffix="I will plan this first."))
+
+
+@when("the user sends a prompt and the model is still answering after the switch")
+def prompt_while_model_thinks(world: World) -> None:
+    world.cursors.turn = world.mark()
+    world.cursors.provider_turn = len(world.provider.requests())
+    world.active_turn = granted(world.rpc.prompt, session_id(world), "Plan the change.").turnId
+    # the second request is the one the model holds: the switch was made before it
+    world.provider.wait_for_requests(world.cursors.provider_turn + 2, world.timeout)
+
+
+@then("the session was announced in Plan mode while the model was still answering")
 @verifies("R7.2")
 def switch_announced_in_turn(world: World) -> None:
     turn_id = need(world.active_turn, "the turn")
     own = session_id(world)
-    shown = [
-        (n["params"]["session"]["mode"], n["params"]["session"]["activeTurnId"])
-        for n in world.notifications("session/updated", world.cursors.turn)
-        if n["params"]["session"]["sessionId"] == own
-    ]
-    assert ("plan", turn_id) in shown, (
-        f"no session/updated showed the session in Plan while turn {turn_id} ran; the "
-        f"session was announced as (mode, activeTurnId) {shown}: a change made during a "
-        "turn is announced when it is made"
-    )
+
+    def in_plan(params: dict[str, Any]) -> bool:
+        session = params["session"]
+        return bool(
+            session["sessionId"] == own
+            and session["mode"] == "plan"
+            and session["activeTurnId"] == turn_id
+        )
+
+    try:
+        world.wait_for("session/updated", in_plan, since=world.cursors.turn)
+    except TimeoutError:
+        shown = [
+            (n["params"]["session"]["mode"], n["params"]["session"]["activeTurnId"])
+            for n in world.notifications("session/updated", world.cursors.turn)
+            if n["params"]["session"]["sessionId"] == own
+        ]
+        raise AssertionError(
+            f"no session/updated showed the session in Plan while turn {turn_id} went on "
+            f"(the model was asked again after EnterPlanMode and is still answering); the "
+            f"session was announced as (mode, activeTurnId) {shown}: a change made during "
+            "a turn is announced when it is made"
+        ) from None
+    finally:
+        world.provider.release_stalls()
+    world.wait_for("turn/ended", lambda p: p["turnId"] == turn_id, since=world.cursors.turn)
 
 
 @given("the model will start a new context with an empty summary and then answer")
