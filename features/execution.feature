@@ -423,6 +423,17 @@ Feature: Executing an approved plan
       And the project has no file "notes.txt"
 
     @P7
+    Scenario: An allowed permission question cannot be answered again with the same answer
+      Given the model will call Write on "notes.txt"
+      And the user approved the plan with permission mode ask
+      And the host asked permission before Write
+      When the user allows it
+      And the user sends a second answer to the same question, allowing the call
+      Then the request is refused with PERMISSION_REQUEST_NOT_FOUND
+      And the execution has finished
+      And the Write call succeeded
+
+    @P7
     Scenario: An answer to a question never asked leaves the open question waiting
       Given the model will call Write on "notes.txt"
       And the user approved the plan with permission mode ask
