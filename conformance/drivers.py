@@ -30,6 +30,11 @@ ServeFn = Callable[[Sequence[str], BinaryIO, BinaryIO, TextIO], int]
 # dummy lets the harness check that the key is never stored or echoed.
 DUMMY_API_KEY = "pi-conformance-dummy-key-not-a-secret"
 _CONFORMANCE_FLAG = ("--conformance",)
+# Every host runs in a time zone half an hour off any whole-hour zone (UTC+05:30, written
+# the POSIX way so that no time zone database is needed): the contract's times are epoch
+# milliseconds, so a host that reads local time where it means UTC shows it here, on any
+# machine, as it would on a user's.
+HOST_TIME_ZONE = "<+0530>-05:30"
 
 HOST_ENTRY_POINT_GROUP = "pi_conformance.hosts"
 DEFAULT_HOST_CMD = (sys.executable, "-m", "reference_host")
@@ -365,7 +370,12 @@ class SubprocessDriver:
         extra_env: dict[str, str] | None = None,
         conformance: bool = True,
     ) -> RunningHost:
-        env = {**os.environ, "OPENAI_API_KEY": DUMMY_API_KEY, **(extra_env or {})}
+        env = {
+            **os.environ,
+            "OPENAI_API_KEY": DUMMY_API_KEY,
+            "TZ": HOST_TIME_ZONE,
+            **(extra_env or {}),
+        }
         return SubprocessHost(self.command, data_dir, env, conformance)
 
 
@@ -475,6 +485,10 @@ class InProcessDriver:
     ) -> RunningHost:
         if extra_env:
             raise NotImplementedByDriverError("the in-process driver cannot set host env vars")
-        # The host shares this process's environment; it gets the same dummy key.
+        # The host shares this process's environment; it gets the same dummy key and
+        # time zone (the harness itself reads no local time).
         os.environ["OPENAI_API_KEY"] = DUMMY_API_KEY
+        if os.environ.get("TZ") != HOST_TIME_ZONE:
+            os.environ["TZ"] = HOST_TIME_ZONE
+            time.tzset()
         return InProcessHost(self.serve, data_dir, conformance)
