@@ -25,6 +25,18 @@ Feature: Protocol handshake and storage version
         | the previous version | 8       |
         | a future version     | 10      |
 
+    @R7.1
+    Scenario Outline: A client is accepted whatever it says of itself (<how>)
+      Given a freshly started host
+      When the client opens the connection <how>
+      Then the connection is established with protocol version 9
+      And the host answers the client's next request
+
+      Examples:
+        | how                         |
+        | without saying who it is    |
+        | giving its name and version |
+
     @R7.1 @P4
     Scenario: A client giving the version as text is refused
       Given a freshly started host

@@ -120,6 +120,34 @@ def open_connection(world: World, version: int) -> None:
         world.handshake = outcome.require_result()
 
 
+_CLIENT_INFO: Final[dict[str, dict[str, Any]]] = {
+    "without saying who it is": {},
+    "giving its name and version": {"clientInfo": {"name": "an editor", "version": "2.3.1"}},
+}
+
+
+@when(
+    parsers.re(
+        r"the client opens the connection (?P<how>without saying who it is|giving its name "
+        r"and version)"
+    )
+)
+def open_connection_as(world: World, how: str) -> None:
+    if world.host is None:
+        world.start_host()
+    outcome = world.attempt(
+        "initialize", {"protocolVersion": PROTOCOL_VERSION, **_CLIENT_INFO[how]}
+    )
+    if outcome.error is None:
+        world.handshake = outcome.require_result()
+
+
+@then("the host answers the client's next request")
+@verifies("R7.1")
+def answers_next_request(world: World) -> None:
+    granted(world.rpc.list_sessions)
+
+
 def _before_initialize(world: World) -> dict[str, tuple[str, dict[str, Any]]]:
     provider = {"baseUrl": world.provider.base_url, "model": "mock-model"}
     return {
