@@ -162,6 +162,32 @@ def _compiled_registry() -> jsonschema_rs.Registry:
     return jsonschema_rs.Registry([(contents["$id"], contents) for contents in documents])
 
 
+class _Fraction(str):
+    """A number the host wrote with a fraction or an exponent, put in its place as text: the
+    schema's ``integer`` refuses it where JSON Schema would take ``1.0`` for an integer."""
+
+
+def _fractions_marked(value: Any) -> Any:
+    if isinstance(value, float):
+        return _Fraction(repr(value))
+    if isinstance(value, dict):
+        return {key: _fractions_marked(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_fractions_marked(item) for item in value]
+    return value
+
+
+def _holds_float(value: Any) -> bool:
+    """Whether a parsed message holds a number written with a fraction or an exponent."""
+    if isinstance(value, float):
+        return True
+    if isinstance(value, dict):
+        return any(_holds_float(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_holds_float(item) for item in value)
+    return False
+
+
 def _first_error(validator: Draft202012Validator, instance: Any) -> ValidationError | None:
     """``jsonschema``'s error at the first path in document order, or None."""
     errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
@@ -187,7 +213,17 @@ class SchemaCheck:
         """The first error in document order, or None when ``instance`` is valid."""
         try:
             if self.compiled.is_valid(instance):
-                return None
+                if not _holds_float(instance):
+                    return None
+                # Every number of the protocol is an integer written as one (digits only):
+                # JSON Schema takes 1.0 for an integer, the contract does not.
+                error = _first_error(self.reference, _fractions_marked(instance))
+                if error is not None and isinstance(error.instance, _Fraction):
+                    error.message = (
+                        f"{error.instance} is written with a fraction or an exponent: every "
+                        "number of the protocol is an integer, written as digits only"
+                    )
+                return error
         except (ValueError, TypeError, OverflowError):
             pass  # e.g. a lone surrogate, which has no UTF-8 form: jsonschema decides
         return _first_error(self.reference, instance)

@@ -300,6 +300,15 @@ Feature: Immutable host-written plan artifacts
       Then the approval goes ahead and the plan is carried out
 
     @P13
+    Scenario: A plan opened before its file changed is not approved
+      Given a plan titled "Checked at approval" is awaiting approval
+      And the user opened the plan artifact
+      And the plan file is changed on disk after submission
+      When the user tries to approve the plan with permission mode auto
+      Then approving is refused with ARTIFACT_MODIFIED
+      And the plan still awaits approval and the session is unchanged
+
+    @P13
     Scenario Outline: A plan opened before its file changed is refused when opened again (<change>)
       Given a plan titled "Checked at approval" is awaiting approval
       And the user opened the plan artifact

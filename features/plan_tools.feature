@@ -117,6 +117,14 @@ Feature: What the agent may do while planning
       Then the model was given "the cache lives in memory" after its Read call
 
     @P10
+    Scenario: Reading a file that seems to hold secrets gives the model its text as written
+      Given the project has a file "config.env" containing "DB_PASSWORD=hunter2 API_TOKEN: abc123"
+      And a session for the project in Plan mode
+      And the model will read "config.env" and then answer
+      When the user sends a prompt
+      Then the model was given "DB_PASSWORD=hunter2 API_TOKEN: abc123" after its Read call
+
+    @P10
     Scenario: Two files read in one message each reach the model in the answer to their own call
       Given the project has a file "a.txt" containing "alpha lives here"
       And the project has a file "b.txt" containing "bravo lives there"
@@ -444,6 +452,14 @@ Feature: What the agent may do while planning
         | place                          |
         | the machine's network address  |
         | the address of every interface |
+
+    @P23
+    Scenario: Previewing a local page by the name localhost is not refused
+      Given a local web page that says "The dashboard shows 3 open orders"
+      And a session for the project in Plan mode
+      And the model will preview the local page by the name localhost and then answer
+      When the user sends a prompt
+      Then the preview by the name localhost was not refused as leaving the machine
 
     @P23
     Scenario: A local page that sends the preview elsewhere is not followed off the machine

@@ -299,13 +299,18 @@ Feature: Shells and streamed commands
         | ignoring requests to stop |
 
     @C5
-    Scenario: A command's timeout counts from the command's own start
+    Scenario Outline: A command's timeout counts from the command's own start (<timeout> ms)
       Given a session for the project with permission mode ask
-      When the model runs a command with a timeout of 90500 ms, after the user took 10 seconds to allow it
-      And 90499 milliseconds pass on the host clock
+      When the model runs a command with a timeout of <timeout> ms, after the user took 10 seconds to allow it
+      And <just before> milliseconds pass on the host clock
       Then the command is still running
       When one more millisecond passes on the host clock
       Then the command timed out with a COMMAND_TIMED_OUT error
+
+      Examples:
+        | timeout | just before |
+        | 90500   | 90499       |
+        | 3600000 | 3599999     |
 
     @P9
     Scenario: A command whose project folder is gone gets an error result, and the turn goes on

@@ -43,6 +43,39 @@ def test_an_extra_field_is_named_by_its_pointer() -> None:
     assert "host-to-client" in violation.describe() and "sent by the host" in violation.describe()
 
 
+@pytest.mark.parametrize("now", ["1796668827433.0", "1.796668827433e12"])
+def test_an_integer_written_with_a_fraction_or_exponent_is_a_violation(now: str) -> None:
+    line = '{"jsonrpc":"2.0","id":1,"result":{"now":' + now + "}}"
+    violation = ContractChecker().check_incoming(json.loads(line), "conformance/clock/get", line)
+    assert violation is not None
+    assert violation.pointer == "/result/now"
+    assert "written with a fraction or an exponent" in violation.reason
+
+
+def test_the_same_integer_written_as_digits_passes() -> None:
+    assert (
+        check_host(
+            {"jsonrpc": "2.0", "id": 1, "result": {"now": 1796668827433}}, "conformance/clock/get"
+        )
+        is None
+    )
+
+
+def test_a_fraction_the_model_wrote_in_its_tool_input_passes() -> None:
+    note = {
+        "jsonrpc": "2.0",
+        "method": "turn/toolCall",
+        "params": {
+            "sessionId": "s",
+            "turnId": "t",
+            "toolCallId": "c",
+            "tool": "Bash",
+            "input": {"command": "true", "timeout_ms": 1.5},
+        },
+    }
+    assert check_host(note) is None
+
+
 def test_a_result_is_checked_against_the_request_method() -> None:
     response = {"jsonrpc": "2.0", "id": 1, "result": {"now": "noon"}}
     violation = check_host(response, "conformance/clock/get")

@@ -32,6 +32,7 @@ from conformance.steps.model import (
 from conformance.steps.plan import latest_approval, snapshot
 from conformance.steps.requests import (
     announced_alike,
+    announcement_agrees,
     field_differences,
     granted,
     permission_mode,
@@ -92,7 +93,10 @@ def acted_on(world: World) -> dict[str, Any]:
 def read_approval(world: World, approval_id: str | None = None) -> dict[str, Any]:
     """The approval as the host reports it now (``approval/get``, as the JSON it sent)."""
     wanted = approval_id or acted_on(world)["approvalId"]
-    return plain(granted(world.rpc.get_approval, session_id(world), wanted).approval)
+    mark = world.mark()
+    approval = plain(granted(world.rpc.get_approval, session_id(world), wanted).approval)
+    announcement_agrees(world, "approval/updated", "approval", approval, mark)
+    return approval
 
 
 def check_announced(world: World, approval: dict[str, Any]) -> None:

@@ -340,6 +340,13 @@ def model_previews(world: World) -> None:
     script_calls(world, tool_call(world, "BrowserPreview", {"url": page.url}))
 
 
+@given("the model will preview the local page by the name localhost and then answer")
+def model_previews_by_name(world: World) -> None:
+    page = need(world.arranged.local_page, "local web page")
+    url = page.url.replace(f"//{page.host}:", "//localhost:", 1)
+    script_calls(world, tool_call(world, "BrowserPreview", {"url": url}))
+
+
 @given(parsers.parse('the model will run a command that prints "{text}" and then answer'))
 def model_prints(world: World, text: str) -> None:
     script_calls(world, tool_call(world, "Bash", {"command": f"echo {text}"}))

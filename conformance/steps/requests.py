@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import Any, Final, ParamSpec, TypeVar, cast, get_args
 
@@ -73,6 +74,35 @@ def announced_alike(
             "announced with a stale record or not at all"
         )
         return False
+
+
+def announcement_agrees(
+    world: World, method: str, key: str, record: dict[str, Any], mark: int
+) -> None:
+    """The record a read reported (``key``: ``session`` or ``approval``) is the one the live
+    host's last ``method`` of that record before the read announced, or one announced after
+    it (every change is announced with the record as it then is, R7.2). ``mark`` is where
+    the notifications stood before the read; an announcement still on its way is waited
+    for, briefly, and each is judged once. Announcements of an earlier host process do not
+    count: what the start-up recovery changed need not be announced."""
+    wanted = record[f"{key}Id"]
+    notes = world.notifications()
+    first_live = len(world.retired_notifications)
+    last = next(
+        (
+            i
+            for i in range(min(mark, len(notes)) - 1, first_live - 1, -1)
+            if notes[i]["method"] == method and notes[i]["params"][key][f"{key}Id"] == wanted
+        ),
+        None,
+    )
+    if last is None:
+        return
+    judged = (last, json.dumps(record, sort_keys=True))
+    if world.boundary.announcement_judged.get(wanted) == judged:
+        return
+    announced_alike(world, method, key, record, last, f"{key} {wanted}")
+    world.boundary.announcement_judged[wanted] = judged
 
 
 def plain(model: BaseModel) -> dict[str, Any]:

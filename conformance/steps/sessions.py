@@ -24,7 +24,7 @@ from conformance.protocol_models import Mode, PermissionMode, ProviderConfig, Tr
 from conformance.steps.common import held, unchecked
 from conformance.steps.model import script_calls, tool_call
 from conformance.steps.requests import (
-    announced_alike,
+    announcement_agrees,
     field_differences,
     granted,
     mock_provider,
@@ -85,7 +85,7 @@ def read_session(world: World, alias: str = "main") -> dict[str, Any]:
         ]
         again = plain(granted(world.rpc.get_session, wanted).session)
         if first == again:
-            _announcement_agrees(world, wanted, first, mark)
+            announcement_agrees(world, "session/updated", "session", first, mark)
             if len(listed) != 1:
                 world.disagree(f"session/list shows the session {wanted} {len(listed)} times")
             else:
@@ -97,32 +97,6 @@ def read_session(world: World, alias: str = "main") -> dict[str, Any]:
                     )
             return first
     return again
-
-
-def _announcement_agrees(world: World, wanted: str, session: dict[str, Any], mark: int) -> None:
-    """The session as session/get reported it is the one the live host's last
-    session/updated before that read announced, or one announced after it (every change is
-    announced with the session as it then is, R7.2). ``mark`` is where the notifications
-    stood before the read; an announcement still on its way is waited for, briefly, and
-    each is judged once."""
-    notes = world.notifications()
-    first_live = len(world.retired_notifications)
-    last = next(
-        (
-            i
-            for i in range(min(mark, len(notes)) - 1, first_live - 1, -1)
-            if notes[i]["method"] == "session/updated"
-            and notes[i]["params"]["session"]["sessionId"] == wanted
-        ),
-        None,
-    )
-    if last is None:
-        return
-    judged = (last, json.dumps(session, sort_keys=True))
-    if world.boundary.announcement_judged.get(wanted) == judged:
-        return
-    announced_alike(world, "session/updated", "session", session, last, f"session {wanted}")
-    world.boundary.announcement_judged[wanted] = judged
 
 
 def stored_session(world: World, alias: str = "main") -> dict[str, Any]:

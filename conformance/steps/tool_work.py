@@ -301,6 +301,24 @@ def given_page(world: World) -> None:
     assert page.text in text, f"the model was not given the page's text: {text[:300]!r}"
 
 
+@then("the preview by the name localhost was not refused as leaving the machine")
+@verifies("P23")
+def localhost_not_refused(world: World) -> None:
+    # The page is served on 127.0.0.1; where this machine's localhost names ::1 first, a
+    # host that tries only the first address fails to connect, which is not this rule's
+    # concern. What P23 rules out is refusing the name.
+    page = need(world.arranged.local_page, "local web page")
+    result = check_one_result(world, world.script.call_id("BrowserPreview"), "BrowserPreview")
+    code = (result.get("error") or {}).get("code")
+    assert code != "BROWSER_PREVIEW_REFUSED", (
+        f"the preview of {page.text!r} at localhost was refused as leaving the machine: "
+        "localhost is a loopback name (P23)"
+    )
+    if result["status"] == "ok":
+        text, _ = _given_after(world, "BrowserPreview")
+        assert page.text in text, f"the model was not given the page's text: {text[:300]!r}"
+
+
 @then(parsers.parse("the {tool} call worked and the model was given its result"))
 @verifies("P10")
 def call_worked(world: World, tool: str) -> None:
