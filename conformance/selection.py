@@ -29,6 +29,24 @@ class Selection:
     left_out: dict[str, str]
 
 
+def any_of(terms: Sequence[str]) -> str:
+    """A ``-k`` expression true where any of ``terms`` is (each a word or an expression).
+
+    pytest's parser nests every ``or`` one level deeper than the last, so a flat chain of a
+    thousand terms is too deep to compile; halves nested in parentheses stay shallow."""
+    unique = sorted(set(terms))
+    if not unique:
+        return ""
+
+    def nested(low: int, high: int) -> str:
+        if high - low == 1:
+            return f"({unique[low]})"
+        middle = (low + high) // 2
+        return f"({nested(low, middle)} or {nested(middle, high)})"
+
+    return nested(0, len(unique))
+
+
 def compile_keyword(keyword: str) -> Expression:
     """Compile a ``-k`` expression (pytest syntax: words with and, or, not, parentheses)."""
     try:

@@ -46,6 +46,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from conformance.selection import any_of
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "reference_host"
 EQUIVALENTS = ROOT / "scripts" / "mutation_equivalents.toml"
@@ -513,7 +515,7 @@ def judge(
             return [first]
         # What the in-process driver could not run (it cannot crash its host) runs in a
         # subprocess, selected by the flattened ids that -k matches.
-        again = " or ".join(first.skipped)
+        again = any_of(first.skipped)
         if keyword:
             again = f"({keyword}) and ({again})"
         second = run_oracle(workspace, areas, "subprocess", keyword=again, scenario_timeout=timeout)

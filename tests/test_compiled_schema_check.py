@@ -111,11 +111,13 @@ def test_a_string_without_a_utf8_form_is_judged_by_jsonschema(definition: str, v
     ],
 )
 def test_numbers_are_judged_alike(value: Any, valid: bool) -> None:
-    """Integers that JSON allows but 64 bits do not hold, integral floats, the bounds."""
+    """Integers that JSON allows but 64 bits do not hold, integral floats, the bounds. Both
+    engines take ``1.0`` for an integer, as JSON Schema does; the check does not, since the
+    contract's integers are written as digits."""
     check = contract._validator(TYPES, "ClockAdvanceParams")
     params = {"ms": value}
     assert check.compiled.is_valid(params) == check.reference.is_valid(params) == valid
-    assert (check.first_error(params) is None) == valid
+    assert (check.first_error(params) is None) == (valid and not isinstance(value, float))
 
 
 def test_a_message_either_engine_accepts_is_valid() -> None:

@@ -11,7 +11,7 @@ from pytest_bdd.gherkin_parser import get_gherkin_document
 
 from conformance.options import parse_shard
 from conformance.scenarios import ScenarioInfo, all_scenarios, areas
-from conformance.selection import SelectionError, select
+from conformance.selection import SelectionError, any_of, compile_keyword, select
 from conformance.verdicts import NOT_EXPRESSIBLE_REASON
 from pi_contract import features_dir
 
@@ -156,3 +156,15 @@ def test_a_shard_says_why_a_scenario_is_left_out() -> None:
 def test_a_bad_shard_is_refused(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         parse_shard(text)
+
+
+def test_any_of_thousands_of_terms_compiles_and_selects_each_of_them() -> None:
+    terms = [f"word_{n}" for n in range(5000)] + ["word_7 and not other"]
+    expression = compile_keyword(any_of(terms))
+    assert expression.evaluate(lambda name: name == "word_4321")
+    assert expression.evaluate(lambda name: name == "word_7")
+    assert not expression.evaluate(lambda name: name == "word_5000")
+
+
+def test_any_of_nothing_selects_by_no_keyword() -> None:
+    assert any_of([]) == ""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from conformance.commands.common import checked_areas
 from conformance.scenarios import SUBPROCESS_ONLY, all_scenarios
-from conformance.selection import select
+from conformance.selection import any_of, select
 from hosts.registry import BrokenCase
 
 SLOW_PER_BATCH = 2  # slow cases wait out a step timeout each; few per run keep runs short
@@ -53,7 +53,7 @@ class Batch:
     @property
     def keyword(self) -> str:
         """The ``-k`` of the run: any case's keyword."""
-        return " or ".join(f"({k})" for k in sorted({case.keyword for case in self.cases}))
+        return any_of([case.keyword for case in self.cases])
 
     @property
     def variants(self) -> dict[str, str]:
