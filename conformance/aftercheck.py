@@ -5,8 +5,9 @@ not store or echo the provider API key (P21), must send the model provider only 
 requests the scenario scripted, each a valid Chat Completions request, must not report
 one record two ways (R7.2), and must announce each command's output inside its session
 and before its end, numbered from 0 (R5.9, R7.3, P20), and must name every turn's own
-session wherever it names the turn (R5.9), and must show a turn at work as its session's
-active turn (R7.2). These checks look
+session wherever it names the turn (R5.9), must show a turn at work as its session's
+active turn (R7.2), and must keep a v10 database's published structure (R7.5). These
+checks look
 at everything the scenario produced: every host message of every host process, every
 provider request, and the data directory.
 """
@@ -16,12 +17,14 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import dataclass
+from functools import cache
 from itertools import pairwise
 from pathlib import Path
 from typing import Any, Final
 
 from conformance.connection import HarnessError
 from conformance.drivers import DUMMY_API_KEY
+from conformance.storage_contract import SchemaShape, differences, published_v10
 from conformance.world import World
 
 SCHEMA_REQUIREMENT = "P5"
@@ -672,6 +675,41 @@ def _stored_turn_problems(world: World, wire: _Wire) -> list[Problem]:
     return []
 
 
+STRUCTURE_REQUIREMENT = "R7.5"
+_STORAGE_VERSION: Final = 10
+
+
+def _structure_problems(world: World) -> list[Problem]:
+    """A v10 database keeps the published structure for as long as the host uses it (R7.5):
+    no table, column or index of the host's own added later (a counter, a log). Databases
+    that are not v10 once the scenario has run (one a host refused to open, one another
+    program made) are the storage scenarios' concern."""
+    storage = world.storage()
+    if not storage.path.is_file():
+        return []
+    try:
+        if storage.user_version() != _STORAGE_VERSION:
+            return []
+        found = differences(_published(), storage.shape())
+    except sqlite3.Error:
+        return []  # not a database SQLite reads: the storage scenarios judge that
+    if not found:
+        return []
+    return [
+        Problem(
+            "once the scenario had run, the database differed from schemas/storage/v10.sql: "
+            + found[0],
+            "; ".join(found),
+            STRUCTURE_REQUIREMENT,
+        )
+    ]
+
+
+@cache
+def _published() -> SchemaShape:
+    return published_v10()
+
+
 def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
@@ -798,6 +836,7 @@ def problems(world: World) -> list[Problem]:
     found.extend(_clock_problems(wire))
     found.extend(_tool_call_order_problems(notes))
     found.extend(_tool_call_problems(world))
+    found.extend(_structure_problems(world))
     stored = _files_with_key(world.data_dir)
     if stored:
         found.append(

@@ -194,6 +194,22 @@ def _first_error(validator: Draft202012Validator, instance: Any) -> ValidationEr
     return errors[0] if errors else None
 
 
+def contract_error(validator: Draft202012Validator, instance: Any) -> ValidationError | None:
+    """The first error in document order under the contract's reading of the schema: every
+    number of the protocol is an integer written as one (digits only), where JSON Schema
+    takes ``1.0`` for an integer."""
+    error = _first_error(validator, instance)
+    if error is not None or not _holds_float(instance):
+        return error
+    error = _first_error(validator, _fractions_marked(instance))
+    if error is not None and isinstance(error.instance, _Fraction):
+        error.message = (
+            f"{error.instance} is written with a fraction or an exponent: every number of "
+            "the protocol is an integer, written as digits only"
+        )
+    return error
+
+
 @dataclass(frozen=True)
 class SchemaCheck:
     """One definition's two validators.
@@ -212,21 +228,11 @@ class SchemaCheck:
     def first_error(self, instance: Any) -> ValidationError | None:
         """The first error in document order, or None when ``instance`` is valid."""
         try:
-            if self.compiled.is_valid(instance):
-                if not _holds_float(instance):
-                    return None
-                # Every number of the protocol is an integer written as one (digits only):
-                # JSON Schema takes 1.0 for an integer, the contract does not.
-                error = _first_error(self.reference, _fractions_marked(instance))
-                if error is not None and isinstance(error.instance, _Fraction):
-                    error.message = (
-                        f"{error.instance} is written with a fraction or an exponent: every "
-                        "number of the protocol is an integer, written as digits only"
-                    )
-                return error
+            if self.compiled.is_valid(instance) and not _holds_float(instance):
+                return None
         except (ValueError, TypeError, OverflowError):
             pass  # e.g. a lone surrogate, which has no UTF-8 form: jsonschema decides
-        return _first_error(self.reference, instance)
+        return contract_error(self.reference, instance)
 
 
 @cache

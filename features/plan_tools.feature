@@ -230,6 +230,7 @@ Feature: What the agent may do while planning
         | a hidden folder's files       | **/*.yml  | ".github/ci.yml"                    | "src/cache.py"                    |
         | names holding signs           | *.md      | "README.md" and "notes(1).md"       | "xmd" and "NOTES.MD"              |
         | a name spelt out with signs   | c++.txt   | "c++.txt"                           | "xmd" and "notes(1).md"           |
+        | a file that is not text       | assets/*  | "assets/logo.png"                   | "README.md"                       |
 
     @P10
     Scenario: Files are named from the project also when it was given with a trailing slash

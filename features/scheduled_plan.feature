@@ -178,6 +178,12 @@ Feature: Scheduled tasks never plan unattended
       And the task is listed and stored as it was created
 
     @P29
+    Scenario: A task due a quarter of an hour after the epoch began is reported as it was created
+      When the user creates a switched-off task due 1000000 ms after the epoch began
+      Then the host reports the task as it was created
+      And the task is listed and stored as it was created
+
+    @P29
     Scenario: Every task is listed, however many there are
       When the user creates 25 tasks for the project
       Then the list of tasks shows every one of them as it was created

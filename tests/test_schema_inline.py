@@ -34,7 +34,7 @@ def _verdict(
     if isinstance(validator, contract.SchemaCheck):
         error = validator.first_error(instance)
     else:
-        error = contract._first_error(validator, instance)
+        error = contract.contract_error(validator, instance)
     return None if error is None else (contract._pointer(error, ""), error.message)
 
 

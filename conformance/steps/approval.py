@@ -905,6 +905,33 @@ def _announced_before_clock_answer(world: World, announced: dict[str, Any]) -> N
         "the expiry was announced after the answer to the clock move that made it due; "
         "a timer's notifications come before that answer"
     )
+    notes = world.notifications()
+    freed = [
+        i
+        for i, note in enumerate(notes[:answered])
+        if note["method"] == "session/updated"
+        and note["params"]["session"]["sessionId"] == announced["sessionId"]
+        and note["params"]["session"]["pendingApprovalId"] != announced["approvalId"]
+        and i > _first_announced_pending(notes, announced["approvalId"])
+    ]
+    assert freed, (
+        "the session whose plan expired was announced without its pending approval only "
+        "after the answer to the clock move that made the deadline due; a timer's "
+        "notifications, the session/updated of the change it makes included, come before "
+        "that answer (R7.2)"
+    )
+
+
+def _first_announced_pending(notes: list[dict[str, Any]], approval_id: str) -> int:
+    return next(
+        (
+            i
+            for i, note in enumerate(notes)
+            if note["method"] == "session/updated"
+            and note["params"]["session"]["pendingApprovalId"] == approval_id
+        ),
+        -1,
+    )
 
 
 @then("the host announced the expiry on its own")

@@ -1377,6 +1377,12 @@ def create_task_due_at_zero(world: World) -> None:
     _create_full_task(world, str(world.workspace), run_at=0, enabled=False)
 
 
+@when("the user creates a switched-off task due 1000000 ms after the epoch began")
+def create_task_due_early(world: World) -> None:
+    # a time a host reading small numbers as seconds would multiply by 1000
+    _create_full_task(world, str(world.workspace), run_at=1_000_000, enabled=False)
+
+
 # Text as the user typed it, surrounding blanks included: a task keeps it as given.
 FULL_TASK_NAME: Final = "  Weekly report\t"
 FULL_TASK_PROMPT: Final = "Summarise what changed this week.\n"

@@ -28,7 +28,7 @@ from conformance.messages import (
 from conformance.mock_provider import RecordedRequest, StallReply, TextReply
 from conformance.steps.model import script_calls, tool_call
 from conformance.steps.plan import check_one_result, check_refusal
-from conformance.steps.requests import granted
+from conformance.steps.requests import ANNOUNCEMENT_GRACE_S, granted
 from conformance.steps.sessions import read_session, session_id, transcript_entries
 from conformance.world import World, need
 
@@ -64,7 +64,7 @@ def local_page(world: World, text: str, request: pytest.FixtureRequest) -> None:
 
 # Files at several depths, in a hidden folder, with the interesting line not first and
 # text beyond ASCII: a search that holds to its one line, one segment, or ASCII shows.
-_CODE_BASE: Final = {
+_CODE_BASE: Final[dict[str, str | bytes]] = {
     "README.md": "Read me first\n",
     "docs/guide.md": "# Guide\nHow the cache works.\n",
     "src/cache.py": (
@@ -79,15 +79,19 @@ _CODE_BASE: Final = {
     "c++.txt": "Plus plus\n",
     "xmd": "Not markdown\n",
     "NOTES.MD": "Notes in capitals\n",  # a pattern matches letter case exactly
+    "assets/logo.png": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00",  # a file, though not text
 }
 
 
 @given("the project holds a small code base")
 def small_code_base(world: World) -> None:
-    for relative, text in _CODE_BASE.items():
+    for relative, content in _CODE_BASE.items():
         target = world.workspace / relative
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            target.write_text(content, encoding="utf-8")
 
 
 @given("a local web page that redirects to that page")
@@ -448,7 +452,10 @@ def switch_announced_in_turn(world: World) -> None:
         )
 
     try:
-        world.wait_for("session/updated", in_plan, since=world.cursors.turn)
+        # made before the held request: an announcement still on its way is waited for briefly
+        world.wait_for(
+            "session/updated", in_plan, since=world.cursors.turn, timeout=ANNOUNCEMENT_GRACE_S
+        )
     except TimeoutError:
         shown = [
             (n["params"]["session"]["mode"], n["params"]["session"]["activeTurnId"])

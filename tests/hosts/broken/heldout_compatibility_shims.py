@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hosts.registry import patch, variant
+from hosts.registry import BrokenCase, patch, variant
 
 # ---------------------------------------------------------------------------------------
 # Protocol: the handshake and the wire
@@ -359,3 +359,98 @@ def task_runat_seconds() -> None:
 
     patch(Tasks, "create", create, wraps=True)
     patch(Tasks, "update", update, wraps=True)
+
+
+CASES = [
+    BrokenCase(
+        "compat-accept-protocol-8",
+        "handshake",
+        "speaking_the_previous_version_is_refused",
+        "R7.1",
+        "expected the host to refuse",
+    ),
+    BrokenCase(
+        "compat-supported-lists-8",
+        "handshake",
+        "speaking_a_future_version_is_refused",
+        "R7.1",
+        "details.supported lists [8, 9]",
+    ),
+    BrokenCase(
+        "compat-timeout-old-rpc-number",
+        "deadline",
+        "an_expired_plan_stays_expired_when_the_clock_is_set_back",
+        "P5",
+        "broke the protocol v9 contract",
+    ),
+    BrokenCase(
+        "compat-request-changes-alias",
+        "approval",
+        "there_is_no_way_to_ask_for_changes",
+        "R1.10",
+        "expected the host to refuse",
+    ),
+    BrokenCase(
+        "compat-approval-plan-path-field",
+        "artifact_integrity",
+        "files_already_in_the_plan_folder_are_left_alone",
+        "P5",
+        "broke the protocol v9 contract",
+    ),
+    BrokenCase(
+        "compat-approve-default-ask",
+        "deadline",
+        "after_an_approval_without_a_permission_mode_was_refused",
+        "R3.5",
+        "the host approved a plan without a mode",
+    ),
+    BrokenCase(
+        "compat-legacy-untitled-title",
+        "migration",
+        "v8_approval_that_was_rejected_is_listed_as_rejected",
+        "P16",
+        "the legacy approval reads title 'Untitled plan'",
+    ),
+    BrokenCase(
+        "compat-legacy-expiry-seconds",
+        "migration",
+        "rejected_with_no_decision_time_is_listed_as_rejected",
+        "P16",
+        "the legacy approval reads",
+    ),
+    BrokenCase(
+        "compat-legacy-changes-requested-undated",
+        "migration",
+        "changes_requested_is_listed_as_rejected",
+        "P16",
+        "'decidedAt': None",
+    ),
+    BrokenCase(
+        "compat-keep-v8-approvals-table",
+        "migration",
+        "migrated_database_has_the_published_v10_structure",
+        "R7.5",
+        "extra table plan_approvals_v8",
+    ),
+    BrokenCase(
+        "compat-recover-restamps-interrupted",
+        "restart_interruption",
+        "second_restart_keeps_the_mode_the_user_chose_after_a_recovery",
+        "R4.1",
+        "a restart with nothing to recover changed stored values",
+    ),
+    BrokenCase(
+        "compat-recover-restarts-deadline",
+        "restart_interruption",
+        "plan_made_between_two_restarts_is_interrupted_by_the_second",
+        "R3.10",
+        "the interrupted plan's deadline reads",
+    ),
+    BrokenCase(
+        "compat-task-runat-seconds",
+        "scheduled_plan",
+        "quarter_of_an_hour_after_the_epoch_began",
+        "P29",
+        "reports other values",
+    ),
+]

@@ -8,7 +8,7 @@ import asyncio
 from dataclasses import replace
 from typing import Any
 
-from hosts.registry import patch, variant
+from hosts.registry import BrokenCase, patch, variant
 
 
 # R3.6 / R3.7 / R4.3 (implementing-a-host.md, "Approval (§3)": "Reject takes no permission
@@ -395,3 +395,105 @@ def artifact_read_needs_pending() -> None:
         return await self.approvals.read_artifact(row)
 
     patch(Host, "artifact_read", artifact_read)
+
+
+CASES = [
+    BrokenCase(
+        "cp-reject-reports-session-mode",
+        "submit_plan",
+        "rejecting_a_plan_leaves_the_sessions_permission_mode_auto",
+        "R7.2",
+        "the last approval/updated of approval",
+    ),
+    BrokenCase(
+        "cp-task-update-create-default",
+        "scheduled_plan",
+        "runs_once_when_the_clock_goes_back_and_then_past_its_time",
+        "P29",
+        "the fields an update leaves out keep their values",
+    ),
+    BrokenCase(
+        "cp-task-update-requires-provider",
+        "scheduled_plan",
+        "given_a_new_time_after_it_ran_runs_again",
+        "P29",
+        "provider is required",
+    ),
+    BrokenCase(
+        "cp-running-names-plan-turn",
+        "artifact_integrity",
+        "stays_as_written_after_the_plan_is_approved_and_carried_out",
+        "R4.7",
+        "the execution's turn is",
+    ),
+    BrokenCase(
+        "cp-stderr-announced-as-stdout",
+        "shell",
+        "both_streams_count_towards_one_cap",
+        "P20",
+        "of output were streamed",
+    ),
+    BrokenCase(
+        "cp-glob-skips-binary-files",
+        "plan_tools",
+        "finds_exactly_the_files_it_names and not_text",
+        "P10",
+        "after its Glob call the model was not given",
+    ),
+    BrokenCase(
+        "cp-task-timer-one-handle",
+        "scheduled_plan",
+        "six_tasks_due_at_the_same_time",
+        "P29",
+        "of 6 enabled tasks that came due",
+    ),
+    BrokenCase(
+        "cp-approval-list-newest-first",
+        "deadline",
+        "after_expiry_a_new_plan_can_be_submitted",
+        "R7.2",
+        "lists an approval created at",
+    ),
+    BrokenCase(
+        "cp-foreign-approval-session-not-found",
+        "isolation",
+        "still_cannot_be_opened_through_another_session",
+        "R5.9",
+        "expected APPROVAL_NOT_FOUND",
+    ),
+    BrokenCase(
+        "cp-task-update-moves-created-at",
+        "scheduled_plan",
+        "keeps_the_time_it_was_created",
+        "P29",
+        "createdAt",
+    ),
+    BrokenCase(
+        "cp-expiry-without-status-code",
+        "deadline",
+        "an_expired_plan_stays_expired_when_the_clock_is_set_back",
+        "R4.4",
+        "reported expired with statusCode None",
+    ),
+    BrokenCase(
+        "cp-session-list-stored-only",
+        "protocol_errors",
+        "refused_as_such_while_the_session_is_busy and a_prompt",
+        "R7.2",
+        "session/list shows the session with",
+    ),
+    BrokenCase(
+        "cp-permission-id-is-call-id",
+        "isolation",
+        "each_get_their_own_question_when_the_models_name_their_calls_alike",
+        "P7",
+        "an answer could not tell them apart",
+    ),
+    BrokenCase(
+        "cp-artifact-read-needs-pending",
+        "artifact_integrity",
+        "stays_as_written_after_the_plans_time_runs_out",
+        "C9",
+        "artifact/read failed with PLAN_APPROVAL_TIMEOUT",
+    ),
+]

@@ -13,7 +13,7 @@ import weakref
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from hosts.registry import patch, variant
+from hosts.registry import BrokenCase, patch, variant
 
 _log = logging.getLogger("reference_host.observability")
 
@@ -502,3 +502,99 @@ def odd_finish_reason_noted() -> None:
         return message
 
     patch(turns, "_assistant_message", assistant_message, wraps=True)
+
+
+CASES = [
+    BrokenCase(
+        "obs-warnings-to-stdout",
+        "shell",
+        "whose_project_folder_is_gone_gets_an_error_result",
+        "P5",
+        "broke the protocol v9 contract",
+    ),
+    BrokenCase(
+        "obs-provider-error-log-keeps-key",
+        "sessions",
+        "answer_that_breaks_off_ends_the_turn_as_failed and without_its_last_piece",
+        "P21",
+        "the host stored the provider API key in its data directory",
+    ),
+    BrokenCase(
+        "obs-provider-error-names-config",
+        "sessions",
+        "answer_that_breaks_off_ends_the_turn_as_failed and without_its_last_piece",
+        "P21",
+        "the host sent the provider API key in a protocol message",
+    ),
+    BrokenCase(
+        "obs-plan-submission-dump",
+        "submit_plan",
+        "a_prompt_while_a_plan_is_pending_is_refused",
+        "R5.2",
+        "last-submission.json",
+    ),
+    BrokenCase(
+        "obs-last-seen-delays-expiry",
+        "deadline",
+        "opening_the_plan_again_does_not_move_the_deadline",
+        "R3.12",
+        "the plan did not expire",
+        slow=True,
+    ),
+    BrokenCase(
+        "obs-artifact-read-span-swallows",
+        "artifact_integrity",
+        "plan_file_extended_on_disk_after_submission_is_not_approved",
+        "P13",
+        "does not fit the published ArtifactReadResult",
+    ),
+    BrokenCase(
+        "obs-method-metrics-casefold",
+        "protocol_errors",
+        "a_published_method_spelt_in_other_case",
+        "P3",
+        "expected the host to refuse",
+    ),
+    BrokenCase(
+        "obs-run-finished-duration",
+        "scheduled_plan",
+        "plan_task_that_is_run_now_is_refused_before_any_work",
+        "P5",
+        "broke the protocol v9 contract",
+    ),
+    BrokenCase(
+        "obs-timeout-metrics-table",
+        "shell",
+        "command_that_times_out_is_recorded_for_audit",
+        "R7.5",
+        "extra table host_metrics",
+    ),
+    BrokenCase(
+        "obs-approve-error-in-status-code",
+        "artifact_integrity",
+        "plan_opened_before_its_file_changed_is_not_approved",
+        "R4.4",
+        "is reported pending with statusCode",
+    ),
+    BrokenCase(
+        "obs-boot-counter-setting",
+        "restart_interruption",
+        "second_restart_after_a_recovery_changes_nothing_stored",
+        "R4.1",
+        "a restart with nothing to recover changed stored values",
+    ),
+    BrokenCase(
+        "obs-session-updated-off-path",
+        "deadline",
+        "expires_when_the_time_is_up_with_nobody_looking",
+        "P32",
+        "announced without its pending approval only after the answer",
+    ),
+    BrokenCase(
+        "obs-odd-finish-reason-noted",
+        "artifact_integrity",
+        "symlinked_pi_folder_is_not_followed",
+        "R2.12",
+        "malformed request",
+    ),
+]
