@@ -31,6 +31,7 @@ from conformance.steps.model import (
 )
 from conformance.steps.plan import latest_approval, snapshot
 from conformance.steps.requests import (
+    ANNOUNCEMENT_GRACE_S,
     announced_alike,
     announcement_agrees,
     field_differences,
@@ -905,16 +906,30 @@ def _announced_before_clock_answer(world: World, announced: dict[str, Any]) -> N
         "the expiry was announced after the answer to the clock move that made it due; "
         "a timer's notifications come before that answer"
     )
-    notes = world.notifications()
-    freed = [
+    # The session/updated that shows the session freed of the expired plan is a timer's
+    # notification too. One never sent is judged elsewhere (the session's reads against its
+    # announcements, R7.2; a session still holding the plan, R3.11): here, only its order.
+    pending_from = _first_announced_pending(world.notifications(), announced["approvalId"])
+
+    def freed(params: dict[str, Any]) -> bool:
+        session = params["session"]
+        return bool(
+            session["sessionId"] == announced["sessionId"]
+            and session["pendingApprovalId"] != announced["approvalId"]
+        )
+
+    try:
+        world.wait_for(
+            "session/updated", freed, since=pending_from + 1, timeout=ANNOUNCEMENT_GRACE_S
+        )
+    except TimeoutError:
+        return
+    first_freed = next(
         i
-        for i, note in enumerate(notes[:answered])
-        if note["method"] == "session/updated"
-        and note["params"]["session"]["sessionId"] == announced["sessionId"]
-        and note["params"]["session"]["pendingApprovalId"] != announced["approvalId"]
-        and i > _first_announced_pending(notes, announced["approvalId"])
-    ]
-    assert freed, (
+        for i, note in enumerate(world.notifications())
+        if i > pending_from and note["method"] == "session/updated" and freed(note["params"])
+    )
+    assert first_freed < answered, (
         "the session whose plan expired was announced without its pending approval only "
         "after the answer to the clock move that made the deadline due; a timer's "
         "notifications, the session/updated of the change it makes included, come before "
