@@ -604,6 +604,10 @@ CASES = [
         "running_commands_at_once_each_run_them_in_their_own_project",
         "R5.8",
         "INTERNAL_ERROR",
+        # where the two writers meet decides how the failure shows: a refused prompt, or a
+        # turn that died before its command
+        or_reason="no command/started notification matched",
+        slow=True,
     ),
     BrokenCase(
         "async-bash-cancel-swallowed",
