@@ -479,7 +479,11 @@ class Supervisor:
             "-p",
             "no:unraisableexception",
             "-q",
-            "--tb=short",
+            # pytest's short and long tracebacks parse the failing test's source with ast,
+            # whose C state Python 3.11 shares between threads; with an in-process host at
+            # work on another thread, a failure report once ended the run with "AST
+            # constructor recursion depth mismatch". Native tracebacks read lines only.
+            "--tb=native",
             "--basetemp",
             str(self.scratch / "scenarios"),
             # a passed scenario's folders go at its teardown, on its worker, rather than
