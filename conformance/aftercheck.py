@@ -17,14 +17,13 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import dataclass
-from functools import cache
 from itertools import pairwise
 from pathlib import Path
 from typing import Any, Final
 
 from conformance.connection import HarnessError
 from conformance.drivers import DUMMY_API_KEY
-from conformance.storage_contract import SchemaShape, differences, published_v10
+from conformance.storage_contract import differences, published_v10
 from conformance.world import World
 
 SCHEMA_REQUIREMENT = "P5"
@@ -690,7 +689,7 @@ def _structure_problems(world: World) -> list[Problem]:
     try:
         if storage.user_version() != _STORAGE_VERSION:
             return []
-        found = differences(_published(), storage.shape())
+        found = differences(published_v10(), storage.shape())
     except sqlite3.Error:
         return []  # not a database SQLite reads: the storage scenarios judge that
     if not found:
@@ -703,11 +702,6 @@ def _structure_problems(world: World) -> list[Problem]:
             STRUCTURE_REQUIREMENT,
         )
     ]
-
-
-@cache
-def _published() -> SchemaShape:
-    return published_v10()
 
 
 def _no_constants(name: str) -> Any:

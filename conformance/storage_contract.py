@@ -19,6 +19,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from pi_contract import schemas_dir
@@ -317,8 +318,9 @@ def _default(value: Any) -> str | None:
     return normalised(sql_tokens(text))
 
 
+@cache
 def published_v10() -> SchemaShape:
-    """The structure ``schemas/storage/v10.sql`` creates."""
+    """The structure ``schemas/storage/v10.sql`` creates (read once; never changed)."""
     with closing(sqlite3.connect(":memory:")) as conn:
         conn.executescript((schemas_dir() / "storage" / "v10.sql").read_text(encoding="utf-8"))
         return describe(conn)

@@ -469,7 +469,7 @@ def set_default_shell_in_memory() -> None:
 
     async def shell_set_default(self: Host, params: dict[str, Any]) -> dict[str, Any]:
         shell = host_module._require_shell(params["shellId"])
-        chosen[self] = shell.shell_id  # shortcut: TODO persist to settings
+        chosen[self] = shell.shell_id  # the shortcut: kept in memory, never written to settings
         return {"defaultShellId": shell.shell_id}
 
     patch(Host, "default_shell_id", default_shell_id)
