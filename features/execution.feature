@@ -251,6 +251,28 @@ Feature: Executing an approved plan
       And the project has no file "more.txt"
 
     @P7
+    Scenario: With ask, the same file change asks again later in the same turn
+      Given the model will call Write on "notes.txt" and afterwards on "notes.txt"
+      When the user approves the plan with permission mode ask
+      Then the user is asked for permission before Write
+      When the user allows it
+      Then the user is asked again before the Write on "notes.txt"
+      When the user denies it
+      Then the execution has finished
+      And the project file "notes.txt" contains "written by the model"
+
+    @P7
+    Scenario: With ask, a call whose id the model gives again gets a question of its own
+      Given the model will call Write on "notes.txt" twice, giving both calls one id
+      When the user approves the plan with permission mode ask
+      Then the user is asked for permission before Write
+      When the user allows it
+      Then the user is asked again, under a question of its own
+      When the user denies it
+      Then the execution has finished
+      And the project file "notes.txt" contains "written by the model"
+
+    @P7
     Scenario: With ask, every file change asks, also after an earlier one was denied
       Given the model will call Write on "notes.txt" and afterwards on "more.txt"
       When the user approves the plan with permission mode ask
@@ -432,6 +454,19 @@ Feature: Executing an approved plan
       Then the request is refused with PERMISSION_REQUEST_NOT_FOUND
       And the execution has finished
       And the Write call succeeded
+
+    @P7
+    Scenario: A second answer to an answered question leaves the next question waiting
+      Given the model will call Write on "notes.txt" and afterwards on "more.txt"
+      When the user approves the plan with permission mode ask
+      Then the user is asked for permission before Write
+      When the user allows it
+      Then the user is asked again before the Write on "more.txt"
+      When the user answers the first question again, denying the call
+      Then the request is refused with PERMISSION_REQUEST_NOT_FOUND
+      And the open question still takes the user's answer, denying the call
+      And the execution has finished
+      And the project has no file "more.txt"
 
     @P7
     Scenario: An answer to a question never asked leaves the open question waiting

@@ -44,6 +44,13 @@ Feature: Protocol handshake and storage version
       Then the request is refused with INVALID_PARAMS or UNSUPPORTED_PROTOCOL_VERSION
       And the host still accepts a connection asking for protocol version 9
 
+    @R7.1 @P4
+    Scenario: A client opening the connection with settings the protocol does not have is refused
+      Given a freshly started host
+      When the client opens the connection announcing capabilities of its own
+      Then the request is refused with INVALID_PARAMS
+      And the host still accepts a connection asking for protocol version 9
+
   Rule: The connection is opened first, and only once (project rule)
 
     @P6

@@ -273,6 +273,14 @@ Feature: Sessions are isolated from each other
       When the user lists the plans of the second session
       Then the second session lists no plan
 
+    @R5.9 @P25
+    Scenario: A model answer that breaks off in one session leaves another session's model answering
+      Given the second session is busy with a turn whose answer takes its time
+      And the model's answer will stop short, its connection cut
+      When the user tries to talk to the agent
+      Then the turn ended failed with PROVIDER_ERROR
+      And once its model answers, the second session's turn completes with that answer
+
   Rule: A plan cannot be reached through a session the host does not have (project rule P34)
 
     @P34

@@ -603,6 +603,14 @@ Feature: What the agent may do while planning
       When the user sends another prompt
       Then the next turn gave the model the cancelled prompt and a result for each of its calls
 
+    @P9
+    Scenario: A file read in a session whose project folder is gone gets an error result, and the turn goes on
+      Given a session for the project with permission mode auto
+      And the project folder has been deleted
+      And the model will read "notes.txt" and then answer
+      When the user sends a prompt
+      Then the Read call got an error result with a code from the catalog, and the turn went on
+
   Rule: A search the model asks for cannot stall the host (project rule P22)
 
     @P22

@@ -84,6 +84,11 @@ Feature: Malformed input
       When the client reads the session again under the same identifier
       Then the answer shows the session in Plan mode
 
+    @P1
+    Scenario: A request that creates something, sent again under its identifier, creates again
+      When the client creates a session for the project twice under one identifier
+      Then each of the two requests made a session of its own
+
   Rule: A frame above the announced limit is refused without harm (project rule)
 
     @P2

@@ -78,6 +78,15 @@ Feature: Scheduled tasks never plan unattended
       When the task comes due
       Then the run completes unattended
 
+    @R6.3 @P29
+    Scenario: A task changed to Agent after it was given its time runs unattended when that time comes
+      Given a scheduled task in Plan mode for the project
+      And the task is due in 5 minutes
+      And the user changed the task to Agent mode
+      And the model will answer "The changelog is tidy." for the task
+      When the time the task was due comes
+      Then the task ran when its time came
+
   Rule: A run ends as its turn ended (§6, project rule P25)
 
     @P25
@@ -448,6 +457,17 @@ Feature: Scheduled tasks never plan unattended
         | the host restarted                  |
         | the host clock was set back an hour |
 
+    @P29 @P28
+    Scenario: A task whose run a restart cut short does not run again when its time comes again
+      Given a scheduled task in Agent mode for the project
+      And the task is due in 5 minutes
+      And the model will take its time to answer the task
+      And the task's time came and its run is waiting for the model
+      And the model would answer "The changelog is tidy." if it were asked
+      And the host restarted
+      When the time the task was due comes
+      Then the task whose run the restart cut short did not run again
+
     @P29
     Scenario: A switched-off task stays off across a restart
       Given a scheduled task in Agent mode for the project
@@ -498,6 +518,15 @@ Feature: Scheduled tasks never plan unattended
       And the task was run again and is waiting for the model
       When the user cancels the first run's turn
       Then the other run goes on, and completes once the model answers
+
+    @P29
+    Scenario: The task list shows how a run ended, also when it was read while the run was under way
+      Given a scheduled task in Agent mode for the project
+      And the model will take its time to answer the task
+      And the task was run and is waiting for the model
+      And the user read the task list while the run was under way
+      When the model answers the run
+      Then the task list shows the run completed
 
     @P35
     Scenario: A task whose run failed runs again when asked, as a new run

@@ -124,10 +124,15 @@ Feature: Shells and streamed commands
       Then the output is one line of 70000 characters in chunks of at most 16384
 
     @P20
-    Scenario: Output that is not UTF-8 is shown with replacement characters
+    Scenario Outline: Output that is not UTF-8 is shown with replacement characters (<bytes>)
       Given a session for the project with permission mode auto
-      When the model runs a command that prints bytes that are not UTF-8
+      When the model runs a command that prints <bytes>
       Then the output shows a replacement character before "ok"
+
+      Examples:
+        | bytes                                          |
+        | bytes that are not UTF-8                       |
+        | a byte that continues no character, on its own |
 
     @R7.3 @P20
     Scenario: Carriage returns in the output arrive as the command printed them

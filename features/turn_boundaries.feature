@@ -21,6 +21,15 @@ Feature: One active turn, configuration only while idle
       And once the model answers, the turn completes as the only turn of the session
 
     @R5.1
+    Scenario: The same prompt sent again during its turn is refused
+      Given a session for the project
+      And the model takes its time to answer
+      And the user started a turn
+      When the user tries to send the same prompt again
+      Then the request is refused with SESSION_BUSY
+      And once the model answers, the turn completes as the only turn of the session
+
+    @R5.1
     Scenario: Two prompts sent at once: one starts a turn, the other is refused as busy
       Given a session for the project
       And the model takes its time to answer

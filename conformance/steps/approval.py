@@ -33,11 +33,11 @@ from conformance.steps.plan import latest_approval, snapshot
 from conformance.steps.requests import (
     ANNOUNCEMENT_GRACE_S,
     announced_alike,
-    announcement_agrees,
     field_differences,
     granted,
     permission_mode,
     plain,
+    read_stably,
     sent_together,
 )
 from conformance.steps.sessions import (
@@ -94,10 +94,13 @@ def acted_on(world: World) -> dict[str, Any]:
 def read_approval(world: World, approval_id: str | None = None) -> dict[str, Any]:
     """The approval as the host reports it now (``approval/get``, as the JSON it sent)."""
     wanted = approval_id or acted_on(world)["approvalId"]
-    mark = world.mark()
-    approval = plain(granted(world.rpc.get_approval, session_id(world), wanted).approval)
-    announcement_agrees(world, "approval/updated", "approval", approval, mark)
-    return approval
+    own = session_id(world)
+    return read_stably(
+        world,
+        "approval",
+        lambda: plain(granted(world.rpc.get_approval, own, wanted).approval),
+        lambda: [plain(a) for a in granted(world.rpc.list_approvals, own).approvals],
+    )
 
 
 def check_announced(world: World, approval: dict[str, Any]) -> None:

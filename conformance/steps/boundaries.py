@@ -13,7 +13,7 @@ import os
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel
 from pytest_bdd import given, parsers, then, when
@@ -84,10 +84,13 @@ def model_holds_last_answer(world: World) -> None:
     world.provider.enqueue(StallReply(prefix="Almost ", suffix="done."))
 
 
+STARTING_PROMPT: Final = "Go."
+
+
 @given("the user started a turn")
 @when("the user starts a turn")
 def start_turn(world: World) -> None:
-    world.active_turn = _started(world, "main", "Go.")
+    world.active_turn = _started(world, "main", STARTING_PROMPT)
 
 
 def _of_session(world: World, alias: str) -> Predicate:
@@ -420,6 +423,11 @@ def one_prompt_of_two(world: World) -> None:
 @when("the user tries to send another prompt")
 def try_prompt(world: World) -> None:
     world.attempt_typed(world.rpc.prompt, session_id(world), "One more thing.")
+
+
+@when("the user tries to send the same prompt again")
+def try_same_prompt(world: World) -> None:
+    world.attempt_typed(world.rpc.prompt, session_id(world), STARTING_PROMPT)
 
 
 @when(parsers.parse("the user tries to switch the session to {mode} mode"))
@@ -968,6 +976,30 @@ ANSWERS = {"main": "The first project's answer.", OTHER: "The second project's a
 @given("the model will answer each session in its own words, slowly")
 def answers_per_session(world: World) -> None:
     world.provider.enqueue(StallReply(suffix=ANSWERS["main"]), StallReply(suffix=ANSWERS[OTHER]))
+
+
+@given("the second session is busy with a turn whose answer takes its time")
+def other_busy_answering(world: World) -> None:
+    world.provider.enqueue(StallReply(prefix="The second ", suffix="project's answer."))
+    _started(world, OTHER, "Describe the second project.")
+
+
+@then("once its model answers, the second session's turn completes with that answer")
+@verifies("R5.9")
+def other_completes_after_failure(world: World) -> None:
+    turn_id = world.boundary.turn_of[OTHER]
+    world.provider.release_stalls()
+    ended = wait_turn_end(world, turn_id)
+    assert ended["outcome"] == "completed", (
+        f"the second session's turn, whose model was still answering when the first "
+        f"session's answer broke off, ended {ended['outcome']}: {ended}"
+    )
+    heard = "".join(
+        n["params"]["text"]
+        for n in world.notifications("turn/text")
+        if n["params"]["turnId"] == turn_id
+    )
+    assert heard == ANSWERS[OTHER], f"the second session heard {heard!r}, not {ANSWERS[OTHER]!r}"
 
 
 @given("both sessions are busy with a turn")

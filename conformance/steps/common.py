@@ -15,8 +15,9 @@ from pytest_bdd import given, parsers, then, when
 
 from conformance.blame import blame, verifies
 from conformance.failures import clip
+from conformance.protocol_models import SessionCreateParams
 from conformance.request_spelling import spell, spelling_for
-from conformance.steps.requests import granted, listing, plain
+from conformance.steps.requests import granted, listing, mock_provider, plain
 from conformance.world import Outcome, World, need
 from pi_contract import PROTOCOL_VERSION, error_catalog
 
@@ -209,6 +210,15 @@ def open_connection_text_version(world: World, version: str) -> None:
     if world.host is None:
         world.start_host()
     unchecked(world, "initialize", _initialize_params(version))  # a version of the wrong type
+
+
+@when("the client opens the connection announcing capabilities of its own")
+def open_connection_with_capabilities(world: World) -> None:
+    if world.host is None:
+        world.start_host()
+    # the way other protocols negotiate; initialize's params have no such member
+    params = {**_initialize_params(PROTOCOL_VERSION), "capabilities": {}, "processId": 4242}
+    unchecked(world, "initialize", params)
 
 
 @then("the refusal names protocol version 9 as the one the host speaks")
@@ -541,6 +551,34 @@ def fresh_answer(world: World) -> None:
         f"the read under an identifier used before shows mode {mode!r}: a request is served "
         "afresh, also when its identifier was used for an earlier one"
     )
+
+
+@when("the client creates a session for the project twice under one identifier")
+def create_twice_under_one_id(world: World) -> None:
+    request_id = world.rpc.next_id()
+    params = SessionCreateParams(workspaceRoot=str(world.workspace), provider=mock_provider(world))
+    message = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "session/create",
+        "params": params.model_dump(mode="json", exclude_unset=True),
+    }
+    world.wire.answers = [world.rpc.call_message(message) for _ in range(2)]
+
+
+@then("each of the two requests made a session of its own")
+@verifies("P1")
+def each_made_its_own(world: World) -> None:
+    made = []
+    for answer in world.wire.answers:
+        assert "result" in answer, f"creating the session was refused: {answer}"
+        made.append(answer["result"]["session"]["sessionId"])
+    assert made[0] != made[1], (
+        f"both requests were answered with session {made[0]}: a request is served afresh, "
+        "never answered from an earlier one that carried the same identifier"
+    )
+    listed = {s.sessionId for s in granted(world.rpc.list_sessions).sessions}
+    assert set(made) <= listed, f"session/list holds {sorted(listed)}, not both of {made}"
 
 
 # -- the frame limit (P2) -----------------------------------------------------------------

@@ -289,6 +289,13 @@ def _answer_unchecked(world: World, request_id: str, decision: str) -> None:
     unchecked(world, "permission/respond", {"requestId": request_id, "decision": decision})
 
 
+@when("the user answers the first question again, denying the call")
+def answer_first_again(world: World) -> None:
+    first = need(world.plan.questions_asked[0] if world.plan.questions_asked else None, "question")
+    # The first question was answered, and a later one of the turn is open.
+    _answer_unchecked(world, first["requestId"], "deny")
+
+
 @when("the user answers the question asked before the restart, allowing the call")
 def answer_before_restart(world: World) -> None:
     asked = world.plan.questions_asked
@@ -853,6 +860,35 @@ def asked_about_the_other(world: World) -> None:
     world.plan.permission_request = message["params"]
 
 
+@then("the user is asked again, under a question of its own")
+@verifies("P7")
+def asked_under_own_question(world: World) -> None:
+    first = need(world.plan.permission_request, "permission question")
+    notes = world.notifications()
+    asked_at = next(
+        i
+        for i, n in enumerate(notes)
+        if n["method"] == "permission/requested" and n["params"] == first
+    )
+    own = session_id(world)
+    message = world.wait_for_any(
+        ("permission/requested", "turn/ended"),
+        lambda p: p.get("sessionId") == own,
+        since=asked_at + 1,
+    )
+    assert message["method"] == "permission/requested", (
+        "the turn ended without asking about its second Write, whose call had the id of an "
+        "answered one"
+    )
+    request = message["params"]
+    assert request["requestId"] != first["requestId"], (
+        f"the second question has the id {request['requestId']} of the question answered "
+        "before it: two questions never share one, even when the model gave their calls "
+        "one id"
+    )
+    world.plan.permission_request = request
+
+
 @then("the Write allowed ran and the Write denied changed nothing")
 @verifies("P7")
 def allowed_ran_denied_did_not(world: World) -> None:
@@ -888,8 +924,8 @@ def open_question_answered(world: World) -> None:
     )
     error = response.get("error")
     assert error is None, (
-        "the open question no longer takes an answer after an answer to a question never "
-        f"asked: {error}"
+        "the open question no longer takes an answer after a refused answer to another "
+        f"question: {error}"
     )
 
 

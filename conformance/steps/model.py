@@ -207,6 +207,15 @@ def model_writes_twice(world: World, first: str, second: str) -> None:
     script_calls(world, tool_call(world, "Write", _default_arguments("Write", second)))
 
 
+@given(parsers.parse('the model will call Write on "{path}" twice, giving both calls one id'))
+def model_writes_twice_one_id(world: World, path: str) -> None:
+    """The same Write in two messages of one turn under one call id (ids repeat across
+    messages), then the closing answer."""
+    once = tool_call(world, "Write", _default_arguments("Write", path))
+    script_calls(world, once, answer=None)
+    script_calls(world, ScriptedToolCall("Write", once.arguments, once.call_id))
+
+
 @given(parsers.parse('the model will call Write on "{first}" and on "{second}" in one message'))
 def model_writes_twice_at_once(world: World, first: str, second: str) -> None:
     """Two Write calls in one assistant message, then the closing answer."""

@@ -541,6 +541,26 @@ def check_one_result(world: World, call_id: str, tool: str) -> dict[str, Any]:
     return found[0]
 
 
+@then("the Read call got an error result with a code from the catalog, and the turn went on")
+@verifies("P9")
+def read_without_project_folder(world: World) -> None:
+    call_id = need(world.script.last_call_id("Read"), "the Read call")
+    result = check_one_result(world, call_id, "Read")
+    code = (result.get("error") or {}).get("code")
+    assert result["status"] != "ok", f"the Read call in a project folder that is gone ran: {result}"
+    # which code is the host's choice; that it is one of the catalog's is not
+    assert code in error_catalog(), (
+        f"the Read call in a project folder that is gone was stopped with {code!r}, which is "
+        "no code of the catalog"
+    )
+    check_refusal(result, "Read", code)
+    ended = need(world.last_turn_end, "finished turn")
+    assert ended["outcome"] == "completed", (
+        f"the turn ended {ended['outcome']}: a tool that cannot do its work is the call's "
+        "failure, and the turn goes on"
+    )
+
+
 def check_refusal(result: dict[str, Any], tool: str, code: str, *others: str) -> None:
     """A refused or failed call: the code, ``code`` or one of ``others`` where the contract
     lets the host choose (blamed on the scenario), and the catalog's status for the code

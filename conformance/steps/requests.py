@@ -105,6 +105,41 @@ def announcement_agrees(
     world.boundary.announcement_judged[wanted] = judged
 
 
+STABLE_READS: Final = 3
+
+
+def read_stably(
+    world: World,
+    key: str,
+    get: Callable[[], dict[str, Any]],
+    listed: Callable[[], list[dict[str, Any]]],
+) -> dict[str, Any]:
+    """A record (``key``: ``session`` or ``approval``) read between two ``<key>/get``, and,
+    when those agree, compared with its entry in the ``<key>/list`` read in between and
+    with its last announcement (R7.2; while an execution moves on, the record may change
+    between the reads). Disagreements are recorded for judging after the steps."""
+    for _ in range(STABLE_READS):
+        mark = world.mark()
+        first = get()
+        wanted = first[f"{key}Id"]
+        entries = [entry for entry in listed() if entry[f"{key}Id"] == wanted]
+        again = get()
+        if first != again:
+            continue
+        announcement_agrees(world, f"{key}/updated", key, first, mark)
+        if len(entries) != 1:
+            world.disagree(f"{key}/list shows the {key} {wanted} {len(entries)} times")
+        else:
+            listed_values, got_values = field_differences(entries[0], first)
+            if listed_values:
+                world.disagree(
+                    f"{key}/list shows the {key} {wanted} with {listed_values}; {key}/get "
+                    f"with {got_values}"
+                )
+        return first
+    return again
+
+
 def plain(model: BaseModel) -> dict[str, Any]:
     """A typed result as the JSON the host sent: the fields it gave, none defaulted."""
     return model.model_dump(mode="json", exclude_unset=True)

@@ -24,12 +24,12 @@ from conformance.protocol_models import Mode, PermissionMode, ProviderConfig, Tr
 from conformance.steps.common import held, unchecked
 from conformance.steps.model import script_calls, tool_call
 from conformance.steps.requests import (
-    announcement_agrees,
     field_differences,
     granted,
     mock_provider,
     permission_mode,
     plain,
+    read_stably,
 )
 from conformance.stream_framing import FRAMINGS
 from conformance.world import Outcome, World, need
@@ -69,34 +69,16 @@ def session_id(world: World, alias: str = "main") -> str:
     return str(world.sessions[alias]["sessionId"])
 
 
-_STABLE_READS: Final = 3
-
-
 def read_session(world: World, alias: str = "main") -> dict[str, Any]:
     """The session as the host reports it now (as the JSON it sent), checked against its
-    entry in session/list: read between two session/get, and compared when those agree
-    (while an execution moves on, the session may change in between)."""
+    entry in session/list and its last announcement."""
     wanted = session_id(world, alias)
-    for _ in range(_STABLE_READS):
-        mark = world.mark()
-        first = plain(granted(world.rpc.get_session, wanted).session)
-        listed = [
-            plain(s) for s in granted(world.rpc.list_sessions).sessions if s.sessionId == wanted
-        ]
-        again = plain(granted(world.rpc.get_session, wanted).session)
-        if first == again:
-            announcement_agrees(world, "session/updated", "session", first, mark)
-            if len(listed) != 1:
-                world.disagree(f"session/list shows the session {wanted} {len(listed)} times")
-            else:
-                listed_values, got_values = field_differences(listed[0], first)
-                if listed_values:
-                    world.disagree(
-                        f"session/list shows the session with {listed_values}; "
-                        f"session/get with {got_values}"
-                    )
-            return first
-    return again
+    return read_stably(
+        world,
+        "session",
+        lambda: plain(granted(world.rpc.get_session, wanted).session),
+        lambda: [plain(s) for s in granted(world.rpc.list_sessions).sessions],
+    )
 
 
 def stored_session(world: World, alias: str = "main") -> dict[str, Any]:

@@ -79,6 +79,10 @@ NAMED_COMMANDS = {
     ),
     "prints a line longer than 64 KiB": "head -c 70000 /dev/zero | tr '\\0' b; echo",
     "prints bytes that are not UTF-8": "printf '\\377ok\\n'",
+    # a continuation byte with no character before it, read apart from what follows
+    "prints a byte that continues no character, on its own": (
+        "printf '\\200'; sleep 0.3; printf 'ok\\n'"
+    ),
     # "é" (C3 A9) in two writes, apart in time: a host reads them in two pieces
     "prints a character in two pieces": "printf '\\303'; sleep 0.3; printf '\\251ok\\n'",
     # "€" (E2 82 AC) cut after its second byte, "🚀" (F0 9F 9A 80) after its third

@@ -1049,10 +1049,66 @@ def task_waiting_for_model(world: World) -> None:
     world.provider.wait_for_requests(world.cursors.provider_turn + 1, world.timeout)
 
 
+@given("the task's time came and its run is waiting for the model")
+def due_run_waiting_for_model(world: World) -> None:
+    runs_at = need(world.tasks.task, "scheduled task")["runAt"]
+    assert runs_at is not None, "the scenario's task was never due"
+    _clock_past(world, runs_at)
+    world.provider.wait_for_requests(world.cursors.provider_turn + 1, world.timeout)
+
+
+@then("the task whose run the restart cut short did not run again")
+@verifies("P29")
+def cut_short_not_run_again(world: World) -> None:
+    task_id = _task_id(world)
+    granted(world.rpc.list_sessions)  # a round trip: whatever the clock move started shows
+    started = [
+        n["params"]
+        for n in world.notifications("turn/started", world.cursors.turn)
+        if n["params"]["kind"] == "scheduled"
+    ]
+    stored = world.storage().rows("scheduled_task_runs", "task_id = ?", (task_id,))
+    calls = len(world.provider.requests()) - world.cursors.provider_turn
+    assert (len(started), len(stored), calls) == (0, 1, 0), (
+        f"the task whose run a restart cut short ran again when the restarted host's clock "
+        f"reached its time: {len(started)} run(s) started, {len(stored)} stored in all, "
+        f"{calls} model request(s) since (a task runs once for a runAt, also when that run "
+        "was interrupted)"
+    )
+
+
 @given("the task was run again and is waiting for the model")
 def task_run_again_waiting(world: World) -> None:
     world.tasks.first_run = need(world.tasks.run, "run under way")
     task_waiting_for_model(world)
+
+
+@given("the user read the task list while the run was under way")
+def listed_while_running(world: World) -> None:
+    _task_now(world)
+
+
+@when("the model answers the run")
+def model_answers_run(world: World) -> None:
+    run = need(world.tasks.run, "run under way")
+    world.provider.release_stalls()
+    world.tasks.run = _finished(
+        world, lambda p: p["run"]["runId"] == run["runId"] and p["run"]["outcome"] != "running"
+    )
+
+
+@then("the task list shows the run completed")
+@verifies("P29")
+def list_shows_completed(world: World) -> None:
+    run = need(world.tasks.run, "finished run")
+    assert run["outcome"] == "completed", f"the run ended {run['outcome']}: {run.get('error')}"
+    last = _task_now(world)["lastRun"] or {}
+    shown = (last.get("runId"), last.get("outcome"))
+    assert shown == (run["runId"], "completed"), (
+        f"task/list shows the last run as {shown} after task/runFinished announced "
+        f"{(run['runId'], 'completed')}: a list read while the run was under way must not "
+        "hold back its end"
+    )
 
 
 @when("the user cancels the first run's turn")

@@ -481,6 +481,24 @@ def _empty_answer_taken_for_a_provider_failure() -> None:
     patch(turns, "complete", non_empty)
 
 
+# P9: a tool that finds the session's project folder gone ends the whole turn as failed
+# (its author took the folder's loss for the session's failure), where the call should get
+# its error result and the turn go on.
+@variant("project-gone-fails-the-turn")
+def project_gone_fails_the_turn() -> None:
+    run_call = TurnRunner._run_call
+
+    async def failing(
+        self: TurnRunner, session: SessionRow, turn_id: str, call: ToolCall, unattended: bool
+    ) -> CallOutcome:
+        outcome = await run_call(self, session, turn_id, call, unattended)
+        if outcome.error is not None and outcome.error.code == "WORKSPACE_INVALID":
+            raise outcome.error
+        return outcome
+
+    patch(TurnRunner, "_run_call", failing, wraps=True)
+
+
 @variant("answers-only-initialize")
 def _answers_only_initialize() -> None:
     # Not a case: tests/test_cli_unserved.py proves that a run against a host that answers
@@ -502,6 +520,13 @@ def _answers_only_initialize() -> None:
 
 
 CASES = [
+    BrokenCase(
+        "project-gone-fails-the-turn",
+        "plan_tools",
+        "file_read_in_a_session_whose_project_folder_is_gone",
+        "P9",
+        "the host reported no result for the Read call",
+    ),
     BrokenCase(
         "empty-answer-taken-for-a-provider-failure",
         "sessions",
