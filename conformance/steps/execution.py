@@ -40,6 +40,7 @@ from conformance.steps.plan import snapshot
 from conformance.steps.requests import granted
 from conformance.steps.restart import (
     approvals_of,
+    newest_approval,
     other_session_pending,
     same_project_session_pending,
 )
@@ -710,10 +711,10 @@ def execution_command_running(world: World) -> None:
 @given("the other session's plan was approved, and its execution is waiting for the model")
 def other_execution_waiting(world: World) -> None:
     other = session_id(world, "other")
-    pending = granted(world.rpc.list_approvals, other).approvals[-1]
+    pending = newest_approval(world, "other")
     before = len(world.provider.requests())
     granted(world.rpc.clock_advance, 1000)  # approved a moment after this session's plan
-    granted(world.rpc.approve, other, pending.approvalId, "auto")
+    granted(world.rpc.approve, other, pending["approvalId"], "auto")
     world.provider.wait_for_requests(before + 1, world.timeout)
 
 
@@ -737,19 +738,19 @@ def other_execution_goes_on(world: World) -> None:
     while world.commands.open_gates:
         os.close(world.commands.open_gates.pop())
     other = session_id(world, "other")
-    approval = granted(world.rpc.list_approvals, other).approvals[-1]
+    approval = newest_approval(world, "other")
     session = granted(world.rpc.get_session, other).session
-    seen = (approval.executionState, session.activeExecutionId)
-    assert seen == ("running", approval.executionId), (
+    seen = (approval["executionState"], session.activeExecutionId)
+    assert seen == ("running", approval["executionId"]), (
         f"this session's execution turn ended, and the other session's execution reads "
-        f"{approval.executionState} with activeExecutionId {session.activeExecutionId}: an "
+        f"{approval['executionState']} with activeExecutionId {session.activeExecutionId}: an "
         "execution turn that ends finishes its own execution, never another session's"
     )
     own = acted_on(world)["approvalId"]
     state = granted(world.rpc.get_approval, session_id(world), own).approval.executionState
     assert state == "completed", f"this session's execution reads {state} once its turn ended"
     world.provider.release_stalls()
-    execution = approval.executionId
+    execution = approval["executionId"]
     world.wait_for(
         "execution/updated",
         lambda p: p["executionId"] == execution and p["executionState"] == "completed",

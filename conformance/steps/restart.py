@@ -60,6 +60,13 @@ def approvals_of(world: World, alias: str = "main") -> list[dict[str, Any]]:
     return [plain(a) for a in granted(world.rpc.list_approvals, session_id(world, alias)).approvals]
 
 
+def newest_approval(world: World, alias: str = "main") -> dict[str, Any]:
+    """The last approval ``approval/list`` gives for a session, which must have one."""
+    made = approvals_of(world, alias)
+    assert made, "the host lists no approval for the session: its Plan turn submitted none"
+    return made[-1]
+
+
 def stored_approval(world: World, approval_id: str) -> dict[str, Any]:
     """The plan_approvals row of an approval (it must exist)."""
     rows = world.storage().rows("plan_approvals", "id = ?", (approval_id,))

@@ -17,7 +17,7 @@ from conformance.protocol_models import Mode
 from conformance.steps.approval import approve
 from conformance.steps.model import default_markdown, script_plan
 from conformance.steps.requests import granted, listing, mock_provider, plain
-from conformance.steps.restart import approvals_of, prompt_and_wait, stored_approval
+from conformance.steps.restart import newest_approval, prompt_and_wait, stored_approval
 from conformance.steps.sessions import session_id
 from conformance.storage_contract import (
     EPOCH_NAME,
@@ -53,17 +53,11 @@ def execution_finished(world: World) -> None:
     assert ended["outcome"] == "completed", f"the execution turn ended {ended}"
 
 
-def _newest_approval(world: World) -> dict[str, Any]:
-    made = approvals_of(world)
-    assert made, "the host lists no approval for the session: its Plan turn submitted none"
-    return made[-1]
-
-
 @then("the approval's record keeps the title and the question in their own fields")
 @verifies("R2.6")
 def title_and_question_fields(world: World) -> None:
     submitted = world.plan.submitted[-1]
-    approval = _newest_approval(world)
+    approval = newest_approval(world)
     row = stored_approval(world, approval["approvalId"])
     assert (row["title"], row["question"]) == (submitted.title, submitted.question), (
         f"the record holds title {row['title']!r} and question {row['question']!r}, "
@@ -74,7 +68,7 @@ def title_and_question_fields(world: World) -> None:
 @then("the approval's record holds its execution")
 @verifies("R4.3")
 def record_holds_execution(world: World) -> None:
-    approval = _newest_approval(world)
+    approval = newest_approval(world)
     execution_id = approval["executionId"]
     assert execution_id, f"the approval names no execution: {approval}"
     row = stored_approval(world, approval["approvalId"])
@@ -118,7 +112,7 @@ def finished_work(world: World) -> None:
     for title in ("Rejected", "Expired", "Carried out"):
         script_plan(world, title, default_markdown(title))
         assert prompt_and_wait(world, f"Plan {title}.")["outcome"] == "completed"
-        approval = _newest_approval(world)
+        approval = newest_approval(world)
         if title == "Rejected":
             granted(rpc.reject, session_id(world), approval["approvalId"])
         elif title == "Expired":
