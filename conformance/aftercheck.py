@@ -766,9 +766,12 @@ def problems(world: World) -> list[Problem]:
     found: list[Problem] = []
     host_violations = [v for v in world.violations() if v.direction == "host-to-client"]
     if host_violations:
+        first = host_violations[0]
         found.append(
             Problem(
-                f"{len(host_violations)} message(s) from the host broke the protocol v9 contract",
+                f"{len(host_violations)} message(s) from the host broke the protocol v9 "
+                f"contract; the first, {first.method or 'a message'} at {first.pointer or '/'}: "
+                + first.reason[:200],
                 "\n".join(v.describe() for v in host_violations),
                 SCHEMA_REQUIREMENT,
             )

@@ -65,6 +65,18 @@ Feature: Executing an approved plan
       When the user approves the plan with permission mode auto
       Then the new plan was approved and carried out
 
+    @R4.5
+    Scenario: Carrying out the session's next plan leaves the cancelled execution interrupted
+      Given the model will take its time to carry out the plan
+      And the user approved the plan with permission mode auto
+      And the execution was running while the model worked
+      And the user cancelled the execution's turn
+      And the user switched the session to Plan mode
+      And the model submitted a new plan titled "Second try"
+      When the user approves the plan with permission mode auto
+      Then the new plan was approved and carried out
+      And the cancelled plan's execution still reads interrupted
+
     @P7 @R4.5
     Scenario: After a cancelled execution, later requests keep the permission mode the plan was approved with
       Given the model will take its time to carry out the plan

@@ -216,6 +216,19 @@ Feature: A restart interrupts, and never replays
       Then nothing from before the restart is replayed
       And the project's log holds the one line the command wrote
 
+    @R1.3 @R4.12
+    Scenario: After a restart cut a message's calls short, a later turn's calls still reach the model
+      Given the project has a file "notes.txt" containing "original"
+      And a plan titled "Read, then run" is awaiting approval
+      And the model will read "notes.txt" and, in the same message, run a command during the execution that appends to a log and keeps running
+      And the user approved the plan with permission mode auto
+      And the command has written to the log
+      And the host restarted while the command ran
+      And the user had the model read "notes.txt" in a new turn
+      And the model will answer "Understood."
+      When the user sends another prompt
+      Then the model was shown that turn's read and its result
+
     @R4.12 @C3
     Scenario Outline: A command that was running is not run again when the host <stops>
       Given a plan titled "Append once" is awaiting approval
@@ -290,6 +303,14 @@ Feature: A restart interrupts, and never replays
       Examples:
         | stops                    |
         | crashes and starts again |
+
+    @R4.11 @R4.10
+    Scenario: A restart that interrupts a turn leaves the session's earlier turn as it ended
+      Given a session for the project
+      And the user sent the prompt "Run the checks again" and the model answered it
+      And the user's prompt "Where is the cache configured?" was accepted while the model takes its time
+      When the host restarts
+      Then the session's earlier turn is stored as it ended
 
   Rule: The boot epoch stays inside the process (§4)
 

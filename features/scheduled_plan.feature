@@ -263,6 +263,21 @@ Feature: Scheduled tasks never plan unattended
       When the time the task was due comes
       Then the task ran when its time came
 
+    @P31
+    Scenario: A task's prompt reaches the model exactly as the user gave it
+      Given a scheduled task in Agent mode for the project, its prompt framed by blank lines and indentation
+      And the model will answer "The changelog is tidy." for the task
+      When the task is run now
+      Then the model was given the prompt exactly as typed
+
+    @P29
+    Scenario: A task's last run stays its own when another task runs later
+      Given a scheduled task in Agent mode for the project
+      And another scheduled task, which is not run yet
+      And the task was run by hand and completed
+      When the other task is run by hand a minute later
+      Then the task still reports its own run as its last
+
     @P29
     Scenario: Each task reports its own last run
       Given a scheduled task in Agent mode for the project

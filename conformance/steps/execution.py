@@ -31,6 +31,7 @@ from conformance.steps.approval import (
     acted_on,
     approve,
     check_announced,
+    read_approval,
     read_back,
     stored_approval,
 )
@@ -517,6 +518,21 @@ def new_plan_carried_out(world: World) -> None:
 def cancelled_execution(world: World) -> None:
     granted(world.rpc.cancel, session_id(world))
     _execution_ended(world, "interrupted")
+
+
+@then("the cancelled plan's execution still reads interrupted")
+@verifies("R4.5")
+def cancelled_execution_stays(world: World) -> None:
+    newest = acted_on(world)["approvalId"]
+    earlier = [a for a in approvals_of(world) if a["approvalId"] != newest]
+    assert len(earlier) == 1, f"expected one earlier approval beside {newest}: {earlier}"
+    approval = read_approval(world, earlier[0]["approvalId"])
+    row = world.storage().rows("plan_approvals", "id = ?", (approval["approvalId"],))
+    seen = (approval["executionState"], row[0]["execution_state"] if row else None)
+    assert seen == ("interrupted", "interrupted"), (
+        f"once the session's next plan was carried out, the cancelled plan's execution reads "
+        f"{seen[0]} and is stored {seen[1]}: an execution's end changes its own record only"
+    )
 
 
 @then("the execution's turn failed and the execution was interrupted")

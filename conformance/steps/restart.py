@@ -29,7 +29,7 @@ from conformance.mock_provider import (
     ToolCallsReply,
 )
 from conformance.steps.approval import approve, plan_awaiting
-from conformance.steps.model import default_markdown, script_plan
+from conformance.steps.model import default_markdown, script_calls, script_plan, tool_call
 from conformance.steps.plan import snapshot
 from conformance.steps.requests import granted, mock_provider, plain
 from conformance.steps.sessions import MODES, read_session, session_id, transcript_entries
@@ -246,8 +246,10 @@ def other_still_pending(world: World) -> None:
 def _capture_before(world: World) -> None:
     seen = world.restart_seen
     seen.approvals_before = {alias: approvals_of(world, alias) for alias in world.sessions}
-    rows = world.storage().rows("plan_approvals")
-    seen.stored_before = {"plan_approvals": {r["id"]: tuple(r.items()) for r in rows}}
+    seen.stored_before = {
+        table: {r["id"]: tuple(r.items()) for r in world.storage().rows(table)}
+        for table in ("plan_approvals", "turns")
+    }
     seen.workspace_before = snapshot(world.workspace)
 
 
@@ -277,6 +279,7 @@ def host_restarted(world: World) -> None:
 
 
 @given("the host restarted while the question was open")
+@given("the host restarted while the command ran")
 def restarted_while_asking(world: World) -> None:
     world.restart()
     # The interrupted turn's remaining answers are never asked for.
@@ -636,6 +639,27 @@ def finished_unchanged(world: World) -> None:
         if dict(stored_now).get(name) != was
     ]
     assert not changed, f"recovery changed the stored record of a finished plan: {changed}"
+
+
+@given(parsers.parse('the user had the model read "{path}" in a new turn'))
+def read_in_new_turn(world: World, path: str) -> None:
+    script_calls(world, tool_call(world, "Read", {"path": path}))
+    ended = prompt_and_wait(world, f"Read {path} again, please.")
+    assert ended["outcome"] == "completed", f"the reading turn ended {ended}"
+
+
+@then("the session's earlier turn is stored as it ended")
+@verifies("R4.11")
+def earlier_turn_kept(world: World) -> None:
+    turn_id = need(world.boundary.earlier_turn, "earlier turn")
+    before = dict(world.restart_seen.stored_before["turns"][turn_id])
+    rows = world.storage().rows("turns", "id = ?", (turn_id,))
+    assert len(rows) == 1, f"turns holds {len(rows)} rows with id {turn_id}"
+    changed = {k: (was, rows[0].get(k)) for k, was in before.items() if rows[0].get(k) != was}
+    assert not changed, (
+        f"the restart's recovery changed the session's earlier turn, which had ended "
+        f"(before, after): {changed}; recovery interrupts only what was under way"
+    )
 
 
 @then("the other session's plan is interrupted")

@@ -968,19 +968,31 @@ def failed_turn_keeps_its_work(world: World) -> None:
     )
 
 
+def _earlier_read_shown(world: World, which: str, why: str) -> None:
+    # Earlier turns may reach the model in messages of any role and shape (R1.3): what must
+    # be there is the earlier turn's result, as the model was given it in that turn.
+    call_id = need(world.script.last_call_id("Read"), "the Read call")
+    requests = world.provider.requests()
+    result = need(answer_to_call(requests[:-1], call_id), f"the {which}'s Read result")
+    shown = json.dumps(requests[-1].messages, ensure_ascii=False)
+    assert json.dumps(result, ensure_ascii=False)[1:-1] in shown, (
+        f"the next turn's request does not carry the result {result!r} the {which}'s "
+        f"call {call_id} was given: {why}, and the next turn shows the model its calls and "
+        "their results"
+    )
+
+
 @then("the model was shown the failed turn's tool call and its result")
 @verifies("R1.3")
 def failed_turn_shown(world: World) -> None:
-    # Earlier turns may reach the model in messages of any role and shape (R1.3): what must
-    # be there is the failed turn's result, as the model was given it in that turn.
-    call_id = need(world.script.last_call_id("Read"), "the Read call")
-    requests = world.provider.requests()
-    result = need(answer_to_call(requests[:-1], call_id), "the failed turn's Read result")
-    shown = json.dumps(requests[-1].messages, ensure_ascii=False)
-    assert json.dumps(result, ensure_ascii=False)[1:-1] in shown, (
-        f"the next turn's request does not carry the result {result!r} the failed turn's "
-        f"call {call_id} was given: a turn that failed is not undone, and the next turn "
-        "shows the model its calls and their results"
+    _earlier_read_shown(world, "failed turn", "a turn that failed is not undone")
+
+
+@then("the model was shown that turn's read and its result")
+@verifies("R1.3")
+def later_turn_shown(world: World) -> None:
+    _earlier_read_shown(
+        world, "earlier turn", "a call a restart cut short before it does not hide later ones"
     )
 
 

@@ -27,7 +27,7 @@ from conformance.mock_provider import (
 )
 from conformance.steps.model import default_markdown, script_calls, submit_plan_call, tool_call
 from conformance.steps.requests import granted, mock_provider, permission_mode, plain
-from conformance.steps.sessions import MODES, change_setting, prompt, session_id
+from conformance.steps.sessions import FRAMED_PROMPT, MODES, change_setting, prompt, session_id
 from conformance.world import Outcome, World, need
 
 TASK_PROMPT = "Tidy up the changelog."
@@ -64,6 +64,15 @@ def _task_now(world: World) -> dict[str, Any]:
 )
 def scheduled_task(world: World, mode: str, permission: str = "auto") -> None:
     world.tasks.task = _new_task(world, "Changelog", TASK_PROMPT, mode, permission)
+
+
+@given(
+    "a scheduled task in Agent mode for the project, its prompt framed by blank lines and "
+    "indentation"
+)
+def scheduled_task_framed_prompt(world: World) -> None:
+    world.script.prompt = FRAMED_PROMPT
+    world.tasks.task = _new_task(world, "Changelog", FRAMED_PROMPT, "Agent", "auto")
 
 
 @given(parsers.parse("a scheduled task in {mode} mode without a project"))
@@ -184,6 +193,44 @@ def every_task_listed(world: World) -> None:
 def other_task(world: World) -> None:
     other = _new_task(world, "Release notes", "Draft the release notes.", "Agent", "auto")
     world.tasks.other_task_id = other["taskId"]
+
+
+@given("another scheduled task, which is not run yet")
+def other_task_not_run_yet(world: World) -> None:
+    other_task(world)
+
+
+@given("the task was run by hand and completed")
+def task_ran_by_hand(world: World) -> None:
+    world.provider.enqueue(TextReply("The changelog is tidy."))
+    run_task(world, "is run now")
+    run = need(world.tasks.run, "finished run")
+    assert run["outcome"] == "completed", f"the run ended {run['outcome']}: {run.get('error')}"
+
+
+@when("the other task is run by hand a minute later")
+def other_task_run_later(world: World) -> None:
+    other = need(world.tasks.other_task_id, "the other task")
+    world.provider.enqueue(TextReply("The release notes are drafted."))
+    granted(world.rpc.clock_advance, 60_000)
+    mark = world.mark()
+    run_id = granted(world.rpc.run_task, other).run.runId
+    world.wait_for(
+        "task/runFinished",
+        lambda p: p["run"]["runId"] == run_id and p["run"]["outcome"] != "running",
+        since=mark,
+    )
+
+
+@then("the task still reports its own run as its last")
+@verifies("P29")
+def own_last_run_kept(world: World) -> None:
+    run = need(world.tasks.run, "the task's run")
+    last = _task_now(world)["lastRun"] or {}
+    assert last.get("runId") == run["runId"], (
+        f"after another task ran a minute later, task/list shows the task's last run as "
+        f"{last or None}, not its own run {run['runId']}: a task's last run is among its own"
+    )
 
 
 @given("another scheduled task in Agent mode, due at the same time")
@@ -1152,7 +1199,14 @@ def run_again_by_hand(world: World) -> None:
 
 
 def _has_session(run: dict[str, Any]) -> None:
-    """An Agent run that started runs in a session of its own, named in task/run's answer."""
+    """An Agent run that started runs in a session of its own, named in task/run's answer,
+    and carries no error yet."""
+    if run.get("outcome") == "running":
+        with blame("R7.2"):
+            assert run.get("error") is None, (
+                f"task/run answered the new run {run.get('runId')} with the error "
+                f"{run.get('error')}: an error is never carried over from an earlier run"
+            )
     with blame("P35"):
         assert run.get("sessionId"), (
             f"task/run answered the run {run.get('runId')} with sessionId "

@@ -254,6 +254,8 @@ def args_to_last_call() -> None:
             pieces: list[Any] = []
             for position, item in enumerate(tool_calls):
                 if isinstance(item, dict):
+                    # "the current call" rides on the accumulator, a dataclass (unhashable,
+                    # so no weak map) without such a field: set and read by name (B010, B009)
                     if item.get("id"):
                         setattr(self, "current_call", item.get("index", position))  # noqa: B010
                     elif getattr(self, "current_call", None) is not None:
