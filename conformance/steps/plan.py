@@ -495,7 +495,9 @@ def opened_titled(world: World, title: str) -> None:
 # -- checks -------------------------------------------------------------------------------
 
 
-def tool_results(world: World, tool: str | None = None, since: int | None = None) -> list[Any]:
+def results_since_turn(
+    world: World, tool: str | None = None, since: int | None = None
+) -> list[Any]:
     """turn/toolResult params of the last turn (optionally of one tool), in arrival order."""
     start = world.cursors.turn if since is None else since
     return [
@@ -617,7 +619,7 @@ def call_refused_either(world: World, tool: str, code: str, other: str) -> None:
 def _refused(world: World, tool: str, code: str, *others: str) -> None:
     call_id = world.script.last_call_id(tool)
     if call_id is None:  # scripted without an id the harness chose: the turn's last such call
-        results = tool_results(world, tool)
+        results = results_since_turn(world, tool)
         assert results, f"the host reported no result for the {tool} call"
         call_id = str(results[-1]["toolCallId"])
     result = check_one_result(world, call_id, tool)
@@ -696,7 +698,7 @@ def no_approval(world: World) -> None:
 @then(parsers.parse("the turn ended with {code}"))
 def turn_failed_with(world: World, code: str) -> None:
     error = need(world.last_turn_end, "finished turn").get("error") or {}
-    tool_errors = [(r.get("error") or {}).get("code") for r in tool_results(world)]
+    tool_errors = [(r.get("error") or {}).get("code") for r in results_since_turn(world)]
     assert error.get("code") == code or code in tool_errors, (
         f"expected {code}; the turn ended with {error or 'no error'} and tool errors {tool_errors}"
     )

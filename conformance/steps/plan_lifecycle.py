@@ -24,9 +24,9 @@ from conformance.steps.plan import (
     latest_approval,
     reject_plan,
     results_of_call,
+    results_since_turn,
     run_prompt,
     snapshot,
-    tool_results,
 )
 from conformance.steps.requests import granted, permission_mode, plain
 from conformance.steps.sessions import read_session, session_id
@@ -160,7 +160,8 @@ def resubmitted_awaits(world: World, title: str) -> None:
 def _submission_endings(world: World) -> list[tuple[str, str | None]]:
     """(status, error code) of each SubmitPlan call of the last turn, in order."""
     return [
-        (r["status"], (r.get("error") or {}).get("code")) for r in tool_results(world, "SubmitPlan")
+        (r["status"], (r.get("error") or {}).get("code"))
+        for r in results_since_turn(world, "SubmitPlan")
     ]
 
 
