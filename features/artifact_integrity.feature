@@ -190,6 +190,8 @@ Feature: Immutable host-written plan artifacts
         | the plan's time runs out                        |
         | the plan is approved and carried out            |
         | the host is restarted while the plan awaits approval |
+        | the user rejects the plan, and the host is restarted |
+        | the plan's time runs out, and the host is restarted  |
 
     @C10
     Scenario Outline: The agent cannot change an artifact while executing the plan (<change>)

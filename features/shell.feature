@@ -18,11 +18,20 @@ Feature: Shells and streamed commands
       Then every shell in the catalog has a stable id, an absolute path and a kind
 
     @R7.6
-    Scenario: The default shell survives a restart
+    Scenario Outline: The default shell survives a restart (the host <stops>)
       Given the user chose a new default shell
-      When the host restarts
+      When the host <stops>
       Then the chosen default shell is still the default
       And a command now runs in the chosen default shell
+
+      Examples:
+        | stops    |
+        | restarts |
+
+      @subprocess_only
+      Examples:
+        | stops                    |
+        | crashes and starts again |
 
     @R7.6
     Scenario: The latest of two choices of the default survives a restart

@@ -259,6 +259,21 @@ def restarted_while_pending(world: World) -> None:
     world.restart()
 
 
+@when(
+    parsers.re(
+        r"(?P<ending>the user rejects the plan|the plan's time runs out), and the host is "
+        r"restarted"
+    )
+)
+def ended_then_restarted(world: World, ending: str) -> None:
+    if ending == "the user rejects the plan":
+        reject_plan(world)
+        world.outcome.require_result()
+    else:
+        time_runs_out(world)
+    world.restart()
+
+
 @then(parsers.parse("the first plan is still {status} with its artifact unchanged"))
 @verifies("R1.11")
 def first_plan_kept(world: World, status: str) -> None:
