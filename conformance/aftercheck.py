@@ -708,6 +708,13 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _as_json(value: Any) -> str:
+    """``value`` as JSON text, cut short: a string shows its quotes, so text that reads like
+    an object is told apart from the object."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
 def _tool_call_problems(world: World) -> list[Problem]:
     """turn/toolCall announces a call's input as the model sent it: the object it gave, or,
     when its arguments are not JSON, their raw text (TurnToolCallParams.input)."""
@@ -731,8 +738,7 @@ def _tool_call_problems(world: World) -> list[Problem]:
             return [
                 Problem(
                     f"turn/toolCall announced the {params.get('tool')} call's input as "
-                    f"{str(params.get('input'))[:200]!r}; the model sent "
-                    f"{str(expected)[:200]!r}",
+                    f"{_as_json(params.get('input'))}; the model sent {_as_json(expected)}",
                     "the input is announced as the model sent it: parsed when it is JSON, "
                     "otherwise as its raw text",
                     TOOL_INPUT_REQUIREMENT,

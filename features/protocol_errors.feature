@@ -219,6 +219,8 @@ Feature: Malformed input
         | a scheduled time beyond the last representable date |
         | a provider address without a host                   |
         | a provider address that is not a web address        |
+        | a provider address of another scheme with a host     |
+        | a provider address carrying a user name and password |
         | a model name of absurd length                       |
         | a prompt holding half of a surrogate pair           |
         | a task name holding half of a surrogate pair        |
@@ -229,6 +231,7 @@ Feature: Malformed input
         | a change that names no setting                      |
         | a project path longer than the published limit      |
         | a session without its project field                 |
+        | a session whose project field is spelt in snake case |
         | a permission answer that is neither allow nor deny  |
         | a clock move past the last deadline it can set      |
 

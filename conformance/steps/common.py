@@ -783,6 +783,20 @@ def _out_of_range(world: World) -> dict[str, tuple[str, dict[str, Any]]]:
                 "provider": {"baseUrl": port_url.replace("http://", "file:///"), "model": "m"},
             },
         ),
+        "a provider address of another scheme with a host": (
+            "session/configure",
+            {
+                "sessionId": _session_ref(world),
+                "provider": {"baseUrl": port_url.replace("http://", "ftp://"), "model": "m"},
+            },
+        ),
+        "a provider address carrying a user name and password": (
+            "session/configure",
+            {
+                "sessionId": _session_ref(world),
+                "provider": {"baseUrl": port_url.replace("http://", "http://u:pw@"), "model": "m"},
+            },
+        ),
         "a model name of absurd length": (
             "session/configure",
             {
@@ -823,6 +837,10 @@ def _out_of_range(world: World) -> dict[str, tuple[str, dict[str, Any]]]:
             {"workspaceRoot": "/" + "p" * 4096},
         ),
         "a session without its project field": ("session/create", {}),
+        "a session whose project field is spelt in snake case": (
+            "session/create",
+            {"workspace_root": str(world.workspace)},
+        ),
         "a permission answer that is neither allow nor deny": (
             "permission/respond",
             {"requestId": "perm-never-asked", "decision": "Allow"},

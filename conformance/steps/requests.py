@@ -133,8 +133,8 @@ def read_stably(
             listed_values, got_values = field_differences(entries[0], first)
             if listed_values:
                 world.disagree(
-                    f"{key}/list shows the {key} {wanted} with {listed_values}; {key}/get "
-                    f"with {got_values}"
+                    f"{key}/list shows the {key} with {listed_values}; {key}/get with "
+                    f"{got_values} ({wanted})"
                 )
         return first
     return again

@@ -518,10 +518,15 @@ CASES = [
     ),
     BrokenCase(
         "py-approval-list-set-order",
-        "migration",
-        "earlier_approvals_are_kept_and_a_pending_one_is_interrupted",
+        "approval,deadline,migration,restart_interruption",
+        # a set's order is a coin toss per scenario: enough scenarios that one loses it
+        "listed_oldest_first or expires_at_its_own_deadline or "
+        "after_expiry_a_new_plan_can_be_submitted or submitted_after_an_expiry_can_be_approved "
+        "or earlier_approvals_are_kept or nothing_to_recover or "
+        "new_database_has_the_published",
         "R7.2",
-        "lists the migrated approvals as",
+        "approval/list",
+        or_reason="expected success, but the host refused",
     ),
     BrokenCase(
         "py-batch-late-binding",
