@@ -177,7 +177,9 @@ def test_allowed_variation_passes(
 ) -> None:
     done = [future.result() for future in runs.runs_of(case)]
     for run in done:
-        assert run.scenarios("passed"), run.output
+        # every run judged something; a host short of what a scenario needs (a second
+        # shell, say) may have had only scenarios it could not be judged on
+        assert run.scenarios("passed") or run.scenarios("unverified"), run.output
     judged = _judged(done)
     composite = runs.composite_of.get(case.id)
     if composite is None:
