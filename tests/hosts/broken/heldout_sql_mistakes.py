@@ -572,10 +572,12 @@ CASES = [
     ),
     BrokenCase(
         "sql-transcript-order-by-turn",
-        "plan_tools",
-        "new_context_with_an_empty_summary_still_replaces_the_conversation",
-        "P10",
-        "after the new context the model was still given",
+        # the migrated turns' ids are fixed, so their order is too (new turns' ids are
+        # random, and two of them come in order half the time)
+        "migration",
+        "v8_database_is_upgraded_and_its_data_survives",
+        "R7.7",
+        "seq does not increase",
     ),
     BrokenCase(
         "sql-disabled-task-fires-after-restart",
