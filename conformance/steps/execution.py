@@ -527,8 +527,8 @@ def cancelled_execution_stays(world: World) -> None:
     earlier = [a for a in approvals_of(world) if a["approvalId"] != newest]
     assert len(earlier) == 1, f"expected one earlier approval beside {newest}: {earlier}"
     approval = read_approval(world, earlier[0]["approvalId"])
-    row = world.storage().rows("plan_approvals", "id = ?", (approval["approvalId"],))
-    seen = (approval["executionState"], row[0]["execution_state"] if row else None)
+    stored = stored_approval(world, approval["approvalId"])
+    seen = (approval["executionState"], stored["execution_state"])
     assert seen == ("interrupted", "interrupted"), (
         f"once the session's next plan was carried out, the cancelled plan's execution reads "
         f"{seen[0]} and is stored {seen[1]}: an execution's end changes its own record only"

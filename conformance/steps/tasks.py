@@ -190,14 +190,10 @@ def every_task_listed(world: World) -> None:
 
 
 @given("another scheduled task, which is never run")
+@given("another scheduled task, which is not run yet")
 def other_task(world: World) -> None:
     other = _new_task(world, "Release notes", "Draft the release notes.", "Agent", "auto")
     world.tasks.other_task_id = other["taskId"]
-
-
-@given("another scheduled task, which is not run yet")
-def other_task_not_run_yet(world: World) -> None:
-    other_task(world)
 
 
 @given("the task was run by hand and completed")
